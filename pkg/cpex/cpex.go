@@ -1,0 +1,182 @@
+// Package cpex holds the wire types of the ContextForge (cpex) external plugin
+// protocol: the hook names, the payloads, the plugin context, and the replies a
+// plugin server sends to invoke_hook. JSON field names are exact; see
+// shared/docs/plugin-protocol.md.
+//
+// The package has no behaviour beyond (un)marshalling helpers, so the client,
+// the server, the executor and the processor can share it without importing
+// each other.
+package cpex
+
+import (
+	"encoding/json"
+)
+
+// Tool names a plugin server exposes.
+const (
+	ToolGetPluginConfigs = "get_plugin_configs"
+	ToolGetPluginConfig  = "get_plugin_config"
+	ToolInvokeHook       = "invoke_hook"
+)
+
+// HookType names a hook, as sent in invoke_hook's "hook_type" argument.
+type HookType string
+
+// The hooks that MCP JSON-RPC traffic triggers.
+const (
+	ToolPreInvoke     HookType = "tool_pre_invoke"
+	ToolPostInvoke    HookType = "tool_post_invoke"
+	PromptPreFetch    HookType = "prompt_pre_fetch"
+	PromptPostFetch   HookType = "prompt_post_fetch"
+	ResourcePreFetch  HookType = "resource_pre_fetch"
+	ResourcePostFetch HookType = "resource_post_fetch"
+)
+
+// MCPHooks lists the hooks this project dispatches, in request/response pairs.
+var MCPHooks = [...]HookType{
+	ToolPreInvoke, ToolPostInvoke,
+	PromptPreFetch, PromptPostFetch,
+	ResourcePreFetch, ResourcePostFetch,
+}
+
+// KnownHook reports whether h is a hook type that cpex defines, including the
+// families this project does not dispatch (http_*, agent_*).
+func KnownHook(h HookType) bool {
+	switch h {
+	case ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
+		ResourcePreFetch, ResourcePostFetch,
+		"http_pre_request", "http_post_request", "http_auth_resolve_user",
+		"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke":
+		return true
+	}
+	return false
+}
+
+// ToolPreInvokePayload is the payload of tool_pre_invoke.
+type ToolPreInvokePayload struct {
+	Name    string            `json:"name"`
+	Args    json.RawMessage   `json:"args,omitempty"`
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// ToolPostInvokePayload is the payload of tool_post_invoke. Result is the MCP
+// CallToolResult object, kept as raw JSON.
+type ToolPostInvokePayload struct {
+	Name   string          `json:"name"`
+	Result json.RawMessage `json:"result"`
+}
+
+// PromptPreFetchPayload is the payload of prompt_pre_fetch.
+type PromptPreFetchPayload struct {
+	PromptID string          `json:"prompt_id"`
+	Args     json.RawMessage `json:"args,omitempty"`
+}
+
+// PromptPostFetchPayload is the payload of prompt_post_fetch. Result is the
+// MCP GetPromptResult object.
+type PromptPostFetchPayload struct {
+	PromptID string          `json:"prompt_id"`
+	Result   json.RawMessage `json:"result"`
+}
+
+// ResourcePreFetchPayload is the payload of resource_pre_fetch.
+type ResourcePreFetchPayload struct {
+	URI      string          `json:"uri"`
+	Metadata json.RawMessage `json:"metadata,omitempty"`
+}
+
+// ResourcePostFetchPayload is the payload of resource_post_fetch. Content is
+// the MCP ReadResourceResult (its "contents").
+type ResourcePostFetchPayload struct {
+	URI     string          `json:"uri"`
+	Content json.RawMessage `json:"content"`
+}
+
+// GlobalContext is the request-wide part of the plugin context.
+type GlobalContext struct {
+	RequestID string          `json:"request_id"`
+	User      json.RawMessage `json:"user,omitempty"` // a string or an object
+	TenantID  string          `json:"tenant_id,omitempty"`
+	ServerID  string          `json:"server_id,omitempty"`
+	State     map[string]any  `json:"state"`
+	Metadata  map[string]any  `json:"metadata"`
+}
+
+// PluginContext is the context sent with every invoke_hook and returned by
+// plugins that changed it.
+type PluginContext struct {
+	State         map[string]any `json:"state"`
+	Metadata      map[string]any `json:"metadata"`
+	GlobalContext GlobalContext  `json:"global_context"`
+}
+
+// PluginViolation is a plugin's reason to block.
+type PluginViolation struct {
+	Reason         string            `json:"reason"`
+	Description    string            `json:"description"`
+	Code           string            `json:"code"`
+	Details        map[string]any    `json:"details,omitempty"`
+	PluginName     string            `json:"plugin_name,omitempty"`
+	MCPErrorCode   *int              `json:"mcp_error_code,omitempty"`
+	HTTPStatusCode *int              `json:"http_status_code,omitempty"`
+	HTTPHeaders    map[string]string `json:"http_headers,omitempty"`
+}
+
+// PluginResult is the result of one hook invocation.
+type PluginResult struct {
+	// ContinueProcessing defaults to true when absent; use Continue.
+	ContinueProcessing *bool             `json:"continue_processing,omitempty"`
+	ModifiedPayload    json.RawMessage   `json:"modified_payload,omitempty"`
+	Violation          *PluginViolation  `json:"violation,omitempty"`
+	Metadata           map[string]any    `json:"metadata,omitempty"`
+	HTTPHeaders        map[string]string `json:"http_headers,omitempty"`
+}
+
+// Continue reports whether processing continues (absent means true).
+func (r *PluginResult) Continue() bool {
+	return r.ContinueProcessing == nil || *r.ContinueProcessing
+}
+
+// Modified reports whether the result carries a modified payload (JSON null
+// counts as none).
+func (r *PluginResult) Modified() bool {
+	return len(r.ModifiedPayload) > 0 && string(r.ModifiedPayload) != "null"
+}
+
+// PluginErrorModel is the error a plugin server reports instead of a result.
+type PluginErrorModel struct {
+	Message      string         `json:"message"`
+	PluginName   string         `json:"plugin_name"`
+	Code         string         `json:"code,omitempty"`
+	Details      map[string]any `json:"details,omitempty"`
+	MCPErrorCode *int           `json:"mcp_error_code,omitempty"`
+}
+
+// InvokeHookArgs are the arguments of the invoke_hook tool.
+type InvokeHookArgs struct {
+	HookType   HookType        `json:"hook_type"`
+	PluginName string          `json:"plugin_name"`
+	Payload    json.RawMessage `json:"payload"`
+	Context    *PluginContext  `json:"context"`
+}
+
+// InvokeHookReply is the JSON a plugin server returns from invoke_hook: exactly
+// one of Result and Error is set; Context only when the plugin changed it.
+type InvokeHookReply struct {
+	PluginName string            `json:"plugin_name"`
+	Result     *PluginResult     `json:"result,omitempty"`
+	Context    *PluginContext    `json:"context,omitempty"`
+	Error      *PluginErrorModel `json:"error,omitempty"`
+}
+
+// NewContext returns a context with empty, non-nil maps, as the Python
+// framework sends it.
+func NewContext(g GlobalContext) *PluginContext {
+	if g.State == nil {
+		g.State = map[string]any{}
+	}
+	if g.Metadata == nil {
+		g.Metadata = map[string]any{}
+	}
+	return &PluginContext{State: map[string]any{}, Metadata: map[string]any{}, GlobalContext: g}
+}
