@@ -2,6 +2,22 @@
 // ContextForge plugin YAML that users already write (plugins, plugin_settings),
 // plus the sidecar's own settings under the extra top-level key "extproc".
 // See shared/docs/plugin-protocol.md §4.
+//
+// [Load] and [Parse] read a file the way the Python loader does (environment
+// references expanded, legacy modes normalised), apply defaults and validate
+// everything at once: the error is a [*ValidationError] that lists every
+// problem with the plugin and field it concerns. Keys this program does not
+// know (cpex has more, and grows) never fail a load; they are reported in
+// [Config.Warnings].
+//
+// Plugin-level fields that the plugin server may supply (hooks, mode,
+// priority, on_error, conditions) are left unset when the file does not set
+// them, because the local file only overrides the keys it sets
+// (plugin-protocol.md §1.3); use the Effective* accessors to read them with
+// defaults applied.
+//
+// The structs carry json tags with the same names as the yaml tags, so the
+// plugin config a server returns from get_plugin_config decodes into [Plugin].
 package config
 
 import (
@@ -12,10 +28,15 @@ import (
 
 // Config is a whole configuration file.
 type Config struct {
-	Plugins        []Plugin       `yaml:"plugins"`
-	PluginDirs     []string       `yaml:"plugin_dirs,omitempty"` // accepted, ignored
-	PluginSettings PluginSettings `yaml:"plugin_settings"`
-	Extproc        Extproc        `yaml:"extproc"`
+	Plugins        []Plugin       `yaml:"plugins" json:"plugins"`
+	PluginDirs     []string       `yaml:"plugin_dirs,omitempty" json:"plugin_dirs,omitempty"` // accepted, ignored
+	PluginSettings PluginSettings `yaml:"plugin_settings" json:"plugin_settings"`
+	Extproc        Extproc        `yaml:"extproc" json:"extproc"`
+
+	// Warnings lists what loaded but deserves attention: unknown keys,
+	// settings the sidecar ignores, hooks that never fire here. Filled by
+	// [Parse] and [Load]; never part of the file.
+	Warnings []Problem `yaml:"-" json:"-"`
 }
 
 // Mode is a cpex plugin mode, normalised from the legacy names.
@@ -31,6 +52,13 @@ const (
 	ModeDisabled      Mode = "disabled"
 )
 
+// The legacy mode names that cpex still accepts and migrates at load.
+const (
+	LegacyModeEnforce            Mode = "enforce"              // = sequential
+	LegacyModePermissive         Mode = "permissive"           // = transform
+	LegacyModeEnforceIgnoreError Mode = "enforce_ignore_error" // = sequential + on_error ignore
+)
+
 // OnError is a plugin's failure policy (plugin-protocol.md §4.2).
 type OnError string
 
@@ -41,89 +69,118 @@ const (
 	OnErrorDisable OnError = "disable" // log, continue, stop calling the plugin
 )
 
+// KindExternal is the only plugin kind the sidecar runs.
+const KindExternal = "external"
+
+// ProtoStreamableHTTP is the only MCP transport the sidecar speaks.
+const ProtoStreamableHTTP = "STREAMABLEHTTP"
+
+// Defaults, as cpex defines them (and the sidecar's own).
+const (
+	DefaultPriority            = 100
+	DefaultPluginTimeout       = 30 * time.Second
+	DefaultHealthCheckInterval = 60 * time.Second
+	DefaultReconnectAttempts   = 3
+	DefaultReconnectDelay      = 100 * time.Millisecond
+	DefaultMaxBodyBytes        = 1 << 20
+	// DefaultHookTimeoutMargin is added to plugin_timeout when
+	// extproc.hook_timeout is not set.
+	DefaultHookTimeoutMargin = time.Second
+)
+
+// DefaultMCPPath is the request path that carries MCP unless
+// extproc.mcp_paths says otherwise.
+const DefaultMCPPath = "/mcp"
+
 // Plugin is one entry of "plugins".
 type Plugin struct {
-	Name        string          `yaml:"name"`
-	Kind        string          `yaml:"kind"`
-	Description string          `yaml:"description,omitempty"`
-	Author      string          `yaml:"author,omitempty"`
-	Version     string          `yaml:"version,omitempty"`
-	Tags        []string        `yaml:"tags,omitempty"`
-	Hooks       []cpex.HookType `yaml:"hooks,omitempty"`
-	Mode        Mode            `yaml:"mode,omitempty"`
-	Priority    *int            `yaml:"priority,omitempty"` // nil: not set locally; default 100
-	OnError     OnError         `yaml:"on_error,omitempty"`
-	Conditions  []Condition     `yaml:"conditions,omitempty"`
-	AppliedTo   map[string]any  `yaml:"applied_to,omitempty"`
-	Config      map[string]any  `yaml:"config,omitempty"`
-	MCP         *MCP            `yaml:"mcp,omitempty"`
+	Name        string          `yaml:"name" json:"name"`
+	Kind        string          `yaml:"kind" json:"kind"`
+	Description string          `yaml:"description,omitempty" json:"description,omitempty"`
+	Author      string          `yaml:"author,omitempty" json:"author,omitempty"`
+	Version     string          `yaml:"version,omitempty" json:"version,omitempty"`
+	Tags        []string        `yaml:"tags,omitempty" json:"tags,omitempty"`
+	Hooks       []cpex.HookType `yaml:"hooks,omitempty" json:"hooks,omitempty"`
+	Mode        Mode            `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Priority    *int            `yaml:"priority,omitempty" json:"priority,omitempty"` // nil: not set locally; default 100
+	OnError     OnError         `yaml:"on_error,omitempty" json:"on_error,omitempty"`
+	Conditions  []Condition     `yaml:"conditions,omitempty" json:"conditions,omitempty"`
+	AppliedTo   map[string]any  `yaml:"applied_to,omitempty" json:"applied_to,omitempty"`
+	Config      map[string]any  `yaml:"config,omitempty" json:"config,omitempty"`
+	MCP         *MCP            `yaml:"mcp,omitempty" json:"mcp,omitempty"`
 }
 
 // Condition is one entry of a plugin's "conditions": every set field must
 // match; a plugin runs when any entry matches or the list is empty.
 type Condition struct {
-	ServerIDs    []string `yaml:"server_ids,omitempty"`
-	TenantIDs    []string `yaml:"tenant_ids,omitempty"`
-	Tools        []string `yaml:"tools,omitempty"`
-	Prompts      []string `yaml:"prompts,omitempty"`
-	Resources    []string `yaml:"resources,omitempty"`
-	Agents       []string `yaml:"agents,omitempty"`
-	UserPatterns []string `yaml:"user_patterns,omitempty"`
-	ContentTypes []string `yaml:"content_types,omitempty"`
+	ServerIDs    []string `yaml:"server_ids,omitempty" json:"server_ids,omitempty"`
+	TenantIDs    []string `yaml:"tenant_ids,omitempty" json:"tenant_ids,omitempty"`
+	Tools        []string `yaml:"tools,omitempty" json:"tools,omitempty"`
+	Prompts      []string `yaml:"prompts,omitempty" json:"prompts,omitempty"`
+	Resources    []string `yaml:"resources,omitempty" json:"resources,omitempty"`
+	Agents       []string `yaml:"agents,omitempty" json:"agents,omitempty"`
+	UserPatterns []string `yaml:"user_patterns,omitempty" json:"user_patterns,omitempty"`
+	ContentTypes []string `yaml:"content_types,omitempty" json:"content_types,omitempty"`
 }
 
 // MCP is the transport of an external plugin.
 type MCP struct {
-	Proto             string   `yaml:"proto"` // STREAMABLEHTTP (SSE, STDIO: unsupported here)
-	URL               string   `yaml:"url,omitempty"`
-	Script            string   `yaml:"script,omitempty"`
-	Cmd               []string `yaml:"cmd,omitempty"`
-	Env               map[string]string `yaml:"env,omitempty"`
-	Cwd               string   `yaml:"cwd,omitempty"`
-	UDS               string   `yaml:"uds,omitempty"`
-	TLS               *TLS     `yaml:"tls,omitempty"`
-	ReconnectAttempts *int     `yaml:"reconnect_attempts,omitempty"` // default 3
-	ReconnectDelay    *Seconds `yaml:"reconnect_delay,omitempty"`    // default 0.1 s
+	Proto             string            `yaml:"proto" json:"proto"` // STREAMABLEHTTP (SSE, STDIO: unsupported here)
+	URL               string            `yaml:"url,omitempty" json:"url,omitempty"`
+	Script            string            `yaml:"script,omitempty" json:"script,omitempty"`
+	Cmd               []string          `yaml:"cmd,omitempty" json:"cmd,omitempty"`
+	Env               map[string]string `yaml:"env,omitempty" json:"env,omitempty"`
+	Cwd               string            `yaml:"cwd,omitempty" json:"cwd,omitempty"`
+	UDS               string            `yaml:"uds,omitempty" json:"uds,omitempty"`
+	TLS               *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
+	ReconnectAttempts *int              `yaml:"reconnect_attempts,omitempty" json:"reconnect_attempts,omitempty"` // default 3
+	ReconnectDelay    *Seconds          `yaml:"reconnect_delay,omitempty" json:"reconnect_delay,omitempty"`       // default 0.1 s
 }
 
 // TLS configures the client side of a plugin connection.
 type TLS struct {
-	CertFile        string `yaml:"certfile,omitempty"`
-	KeyFile         string `yaml:"keyfile,omitempty"`
-	CABundle        string `yaml:"ca_bundle,omitempty"`
-	KeyFilePassword string `yaml:"keyfile_password,omitempty"`
-	Verify          *bool  `yaml:"verify,omitempty"`         // default true
-	CheckHostname   *bool  `yaml:"check_hostname,omitempty"` // default true
+	CertFile        string `yaml:"certfile,omitempty" json:"certfile,omitempty"`
+	KeyFile         string `yaml:"keyfile,omitempty" json:"keyfile,omitempty"`
+	CABundle        string `yaml:"ca_bundle,omitempty" json:"ca_bundle,omitempty"`
+	KeyFilePassword string `yaml:"keyfile_password,omitempty" json:"keyfile_password,omitempty"`
+	Verify          *bool  `yaml:"verify,omitempty" json:"verify,omitempty"`                 // default true
+	CheckHostname   *bool  `yaml:"check_hostname,omitempty" json:"check_hostname,omitempty"` // default true
 }
 
 // PluginSettings is "plugin_settings".
 type PluginSettings struct {
-	PluginTimeout              *Seconds `yaml:"plugin_timeout,omitempty"` // default 30 s
-	FailOnPluginError          bool     `yaml:"fail_on_plugin_error,omitempty"`
-	ParallelExecutionWithinBand bool    `yaml:"parallel_execution_within_band,omitempty"`
-	PluginHealthCheckInterval  *Seconds `yaml:"plugin_health_check_interval,omitempty"` // default 60 s
+	PluginTimeout               *Seconds `yaml:"plugin_timeout,omitempty" json:"plugin_timeout,omitempty"` // default 30 s
+	FailOnPluginError           bool     `yaml:"fail_on_plugin_error,omitempty" json:"fail_on_plugin_error,omitempty"`
+	ParallelExecutionWithinBand bool     `yaml:"parallel_execution_within_band,omitempty" json:"parallel_execution_within_band,omitempty"`
+	PluginHealthCheckInterval   *Seconds `yaml:"plugin_health_check_interval,omitempty" json:"plugin_health_check_interval,omitempty"` // default 60 s
 }
 
 // Extproc holds the sidecar's own settings; cpex ignores this key.
 type Extproc struct {
 	// MCPPaths are the request paths that carry MCP (exact match). Default ["/mcp"].
-	MCPPaths []string `yaml:"mcp_paths,omitempty"`
+	MCPPaths []string `yaml:"mcp_paths,omitempty" json:"mcp_paths,omitempty"`
 	// MaxBodyBytes is the largest body inspected. Default 1 MiB.
-	MaxBodyBytes int64 `yaml:"max_body_bytes,omitempty"`
+	MaxBodyBytes int64 `yaml:"max_body_bytes,omitempty" json:"max_body_bytes,omitempty"`
 	// UserHeader, TenantHeader and ServerHeader name the request headers that
-	// feed user, tenant_id and server_id of the plugin context.
-	UserHeader   string `yaml:"user_header,omitempty"`
-	TenantHeader string `yaml:"tenant_header,omitempty"`
-	ServerHeader string `yaml:"server_header,omitempty"`
+	// feed user, tenant_id and server_id of the plugin context. Lower-cased
+	// at load (Envoy sends header names in lower case).
+	UserHeader   string `yaml:"user_header,omitempty" json:"user_header,omitempty"`
+	TenantHeader string `yaml:"tenant_header,omitempty" json:"tenant_header,omitempty"`
+	ServerHeader string `yaml:"server_header,omitempty" json:"server_header,omitempty"`
 	// ForwardHeaders names the request headers copied into
-	// ToolPreInvokePayload.headers. Credentials (authorization, cookie,
-	// proxy-authorization) are never forwarded unless listed here explicitly
-	// AND AllowCredentialHeaders is set.
-	ForwardHeaders         []string `yaml:"forward_headers,omitempty"`
-	AllowCredentialHeaders bool     `yaml:"allow_credential_headers,omitempty"`
+	// ToolPreInvokePayload.headers (lower-cased at load). Credentials
+	// (authorization, cookie, proxy-authorization) are never forwarded unless
+	// listed here explicitly AND AllowCredentialHeaders is set; validation
+	// refuses them otherwise.
+	ForwardHeaders         []string `yaml:"forward_headers,omitempty" json:"forward_headers,omitempty"`
+	AllowCredentialHeaders bool     `yaml:"allow_credential_headers,omitempty" json:"allow_credential_headers,omitempty"`
 	// HookTimeout bounds a whole hook (all plugins of one message); it must
-	// stay under Envoy's message_timeout. Default: plugin_timeout + 1 s.
-	HookTimeout *Seconds `yaml:"hook_timeout,omitempty"`
+	// stay under Envoy's message_timeout, or Envoy answers 504 (or skips the
+	// processor under failure_mode_allow) before the plugins' verdict
+	// arrives. Default: plugin_timeout + 1 s. A value below plugin_timeout
+	// is accepted with a warning: the hook deadline then cuts a slow plugin
+	// before its own timeout does.
+	HookTimeout *Seconds `yaml:"hook_timeout,omitempty" json:"hook_timeout,omitempty"`
 }
 
 // Seconds is a duration written in seconds (int or float) as cpex does.

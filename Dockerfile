@@ -1,0 +1,63 @@
+# syntax=docker/dockerfile:1
+#
+# One multi-stage build for the project's three images:
+#
+#   docker build --target extproc        -t mcp-extproc:dev .
+#   docker build --target example-plugin -t mcp-extproc-example-plugin:dev .
+#   docker build --target mcp-echo       -t mcp-echo:dev .
+#
+# (`make image` runs all three.) Each binary is built by hack/build.sh, the
+# command the Makefile uses too; the images hold that static binary on
+# distroless/static, run as the non-root user 65532, and have no shell.
+
+ARG GO_VERSION=1.26.8
+
+# ---- build: sources and modules, shared by the per-binary stages ----------
+FROM --platform=$BUILDPLATFORM golang:${GO_VERSION} AS build
+WORKDIR /src
+COPY go.mod go.sum ./
+RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY hack/build.sh hack/build.sh
+COPY cmd/ cmd/
+COPY pkg/ pkg/
+COPY internal/ internal/
+# Set by BuildKit for the platform being built (cross-compiled, no emulation).
+ARG TARGETOS
+ARG TARGETARCH
+ENV GOOS=${TARGETOS} GOARCH=${TARGETARCH}
+
+FROM build AS build-extproc
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    sh hack/build.sh extproc /out
+
+FROM build AS build-example-plugin
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    sh hack/build.sh example-plugin /out
+
+FROM build AS build-mcp-echo
+RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
+    sh hack/build.sh mcp-echo /out
+
+# ---- runtime images ---------------------------------------------------------
+
+# mcp-extproc: ext_proc gRPC + grpc.health.v1 on 50052, admin HTTP
+# (/healthz /readyz /metrics) on 9090.
+FROM gcr.io/distroless/static-debian12:nonroot AS extproc
+COPY --from=build-extproc /out/extproc /usr/local/bin/extproc
+USER 65532:65532
+EXPOSE 50052 9090
+ENTRYPOINT ["/usr/local/bin/extproc"]
+
+# The example cpex plugin: MCP (Streamable HTTP) on 8000, path /mcp.
+FROM gcr.io/distroless/static-debian12:nonroot AS example-plugin
+COPY --from=build-example-plugin /out/example-plugin /usr/local/bin/example-plugin
+USER 65532:65532
+EXPOSE 8000
+ENTRYPOINT ["/usr/local/bin/example-plugin"]
+
+# The demo MCP server: MCP (Streamable HTTP) on 3000, path /mcp.
+FROM gcr.io/distroless/static-debian12:nonroot AS mcp-echo
+COPY --from=build-mcp-echo /out/mcp-echo /usr/local/bin/mcp-echo
+USER 65532:65532
+EXPOSE 3000
+ENTRYPOINT ["/usr/local/bin/mcp-echo"]

@@ -1,0 +1,53 @@
+# mcp-extproc — the two commands a newcomer needs:
+#   make demo   start a local stack and push MCP calls through the sidecar
+#   make test   vet, format check, race-enabled tests, short fuzz runs
+# Everything else is optional. Only Go (see go.mod) must be installed; the
+# Makefile fetches the modules it needs.
+
+GO       ?= go
+BIN      := bin
+CMDS     := extproc example-plugin mcp-echo e2e
+FUZZTIME ?= 10s
+# Fuzz targets run briefly by `make test` (package:target).
+FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode
+
+.PHONY: all build test vet fmt-check unit fuzz demo bench deps clean
+
+all: build
+
+deps:
+	$(GO) mod download
+
+# The one build command, shared with the Dockerfile through hack/build.sh.
+build: deps
+	@for c in $(CMDS); do ./hack/build.sh $$c $(BIN) || exit 1; done
+
+test: deps vet fmt-check unit fuzz
+
+vet:
+	$(GO) vet ./...
+
+fmt-check:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+unit:
+	$(GO) test -race -count=1 -timeout 10m ./...
+
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+	done
+
+demo: deps
+	$(GO) run ./cmd/demo
+
+bench: deps
+	$(GO) run ./cmd/bench
+
+clean:
+	rm -rf $(BIN)
+
+-include mk/*.mk

@@ -1,0 +1,253 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// legacyModes maps the legacy mode names to the cpex modes.
+var legacyModes = map[Mode]Mode{
+	LegacyModeEnforce:            ModeSequential,
+	LegacyModePermissive:         ModeTransform,
+	LegacyModeEnforceIgnoreError: ModeSequential,
+}
+
+// Canonical returns the cpex mode m stands for (legacy names mapped, case
+// and blanks ignored) and whether m is a known mode. "" is not known.
+func (m Mode) Canonical() (Mode, bool) {
+	s := Mode(strings.ToLower(strings.TrimSpace(string(m))))
+	if c, ok := legacyModes[s]; ok {
+		return c, true
+	}
+	switch s {
+	case ModeSequential, ModeTransform, ModeAudit, ModeConcurrent, ModeFireAndForget, ModeDisabled:
+		return s, true
+	}
+	return s, false
+}
+
+// Canonical returns the policy o stands for (case and blanks ignored) and
+// whether it is known. "" is not known.
+func (o OnError) Canonical() (OnError, bool) {
+	s := OnError(strings.ToLower(strings.TrimSpace(string(o))))
+	switch s {
+	case OnErrorFail, OnErrorIgnore, OnErrorDisable:
+		return s, true
+	}
+	return s, false
+}
+
+// ApplyDefaults normalises c and fills in the defaults that do not depend on
+// the plugin server: legacy modes become cpex modes (enforce_ignore_error
+// also sets on_error: ignore unless on_error is set, as cpex does), mode,
+// on_error and proto are case-normalised, "~/" in TLS paths is expanded,
+// header names are lower-cased; plugin_settings, mcp and extproc get their
+// defaults. Plugin-level keys the plugin server may supply (hooks, mode,
+// priority, on_error, conditions) stay unset when unset: read them with the
+// Effective* accessors. ApplyDefaults is idempotent.
+func (c *Config) ApplyDefaults() {
+	for i := range c.Plugins {
+		p := &c.Plugins[i]
+		p.Name = strings.TrimSpace(p.Name)
+		p.Kind = strings.TrimSpace(p.Kind)
+		if p.Mode != "" {
+			raw := Mode(strings.ToLower(strings.TrimSpace(string(p.Mode))))
+			if raw == LegacyModeEnforceIgnoreError && p.OnError == "" {
+				p.OnError = OnErrorIgnore
+			}
+			p.Mode, _ = raw.Canonical()
+		}
+		if p.OnError != "" {
+			p.OnError, _ = p.OnError.Canonical()
+		}
+		if m := p.MCP; m != nil {
+			m.Proto = strings.ToUpper(strings.TrimSpace(m.Proto))
+			m.URL = strings.TrimSpace(m.URL)
+			if m.ReconnectAttempts == nil {
+				n := DefaultReconnectAttempts
+				m.ReconnectAttempts = &n
+			}
+			if m.ReconnectDelay == nil {
+				m.ReconnectDelay = NewSeconds(DefaultReconnectDelay)
+			}
+			if t := m.TLS; t != nil {
+				t.CertFile = expandHome(t.CertFile)
+				t.KeyFile = expandHome(t.KeyFile)
+				t.CABundle = expandHome(t.CABundle)
+				if t.Verify == nil {
+					t.Verify = ptr(true)
+				}
+				if t.CheckHostname == nil {
+					t.CheckHostname = ptr(true)
+				}
+			}
+		}
+	}
+	s := &c.PluginSettings
+	if s.PluginTimeout == nil {
+		s.PluginTimeout = NewSeconds(DefaultPluginTimeout)
+	}
+	if s.PluginHealthCheckInterval == nil {
+		s.PluginHealthCheckInterval = NewSeconds(DefaultHealthCheckInterval)
+	}
+	e := &c.Extproc
+	if len(e.MCPPaths) == 0 {
+		e.MCPPaths = []string{DefaultMCPPath}
+	}
+	if e.MaxBodyBytes == 0 {
+		e.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	e.UserHeader = lowerHeader(e.UserHeader)
+	e.TenantHeader = lowerHeader(e.TenantHeader)
+	e.ServerHeader = lowerHeader(e.ServerHeader)
+	for i, h := range e.ForwardHeaders {
+		e.ForwardHeaders[i] = lowerHeader(h)
+	}
+	if e.HookTimeout == nil {
+		e.HookTimeout = NewSeconds(s.Timeout() + DefaultHookTimeoutMargin)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func lowerHeader(h string) string { return strings.ToLower(strings.TrimSpace(h)) }
+
+// expandHome expands a leading "~/" as Python's Path.expanduser does.
+func expandHome(p string) string {
+	rest, ok := strings.CutPrefix(p, "~/")
+	if !ok {
+		return p
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return p
+	}
+	return filepath.Join(home, rest)
+}
+
+// EffectivePriority is the priority with the default (100) applied. Lower
+// runs first.
+func (p *Plugin) EffectivePriority() int {
+	if p.Priority == nil {
+		return DefaultPriority
+	}
+	return *p.Priority
+}
+
+// EffectiveMode is the cpex mode with legacy names mapped and the default
+// (sequential) applied. An unknown mode, which validation refuses in the
+// file but a plugin server could still send, counts as sequential: the
+// strictest mode, so a typo never turns enforcement off.
+func (p *Plugin) EffectiveMode() Mode {
+	m, ok := p.Mode.Canonical()
+	if !ok {
+		return ModeSequential
+	}
+	return m
+}
+
+// EffectiveOnError is the failure policy with defaults applied:
+// plugin_settings.fail_on_plugin_error forces fail; an unset on_error is
+// ignore for the legacy mode enforce_ignore_error and fail otherwise; an
+// unknown value counts as fail (fail closed).
+func (p *Plugin) EffectiveOnError(s PluginSettings) OnError {
+	if s.FailOnPluginError {
+		return OnErrorFail
+	}
+	if p.OnError == "" {
+		if Mode(strings.ToLower(strings.TrimSpace(string(p.Mode)))) == LegacyModeEnforceIgnoreError {
+			return OnErrorIgnore
+		}
+		return OnErrorFail
+	}
+	o, ok := p.OnError.Canonical()
+	if !ok {
+		return OnErrorFail
+	}
+	return o
+}
+
+// Timeout is plugin_timeout with its default (30 s): the bound of one
+// plugin invocation.
+func (s *PluginSettings) Timeout() time.Duration {
+	if s == nil || s.PluginTimeout == nil {
+		return DefaultPluginTimeout
+	}
+	return s.PluginTimeout.Duration
+}
+
+// HealthCheckInterval is plugin_health_check_interval with its default (60 s).
+func (s *PluginSettings) HealthCheckInterval() time.Duration {
+	if s == nil || s.PluginHealthCheckInterval == nil {
+		return DefaultHealthCheckInterval
+	}
+	return s.PluginHealthCheckInterval.Duration
+}
+
+// Attempts is reconnect_attempts with its default (3).
+func (m *MCP) Attempts() int {
+	if m == nil || m.ReconnectAttempts == nil {
+		return DefaultReconnectAttempts
+	}
+	return *m.ReconnectAttempts
+}
+
+// Delay is reconnect_delay with its default (0.1 s): cpex's base delay
+// between reconnection attempts.
+func (m *MCP) Delay() time.Duration {
+	if m == nil || m.ReconnectDelay == nil {
+		return DefaultReconnectDelay
+	}
+	return m.ReconnectDelay.Duration
+}
+
+// VerifyEnabled reports whether the server certificate is verified
+// (tls.verify, default true; also true without a tls section).
+func (t *TLS) VerifyEnabled() bool { return t == nil || t.Verify == nil || *t.Verify }
+
+// HostnameCheckEnabled reports whether the server name is checked against
+// the certificate (tls.check_hostname, default true). Python ignores it
+// when verify is false, and so should the client.
+func (t *TLS) HostnameCheckEnabled() bool {
+	return t == nil || t.CheckHostname == nil || *t.CheckHostname
+}
+
+// IsMCPPath reports whether a request path (query string and fragment
+// ignored) is one of the configured MCP paths, compared exactly. Without
+// configured paths it matches the default "/mcp".
+func (e *Extproc) IsMCPPath(path string) bool {
+	if i := strings.IndexAny(path, "?#"); i >= 0 {
+		path = path[:i]
+	}
+	if len(e.MCPPaths) == 0 {
+		return path == DefaultMCPPath
+	}
+	for _, p := range e.MCPPaths {
+		if p == path {
+			return true
+		}
+	}
+	return false
+}
+
+// HookTimeout is extproc.hook_timeout, or plugin_timeout + 1 s when unset:
+// the deadline of one whole hook. Envoy's message_timeout must be larger.
+func (c *Config) HookTimeout() time.Duration {
+	if c.Extproc.HookTimeout != nil {
+		return c.Extproc.HookTimeout.Duration
+	}
+	return c.PluginSettings.Timeout() + DefaultHookTimeoutMargin
+}
+
+// credentialHeaders are never forwarded to plugins unless allowed.
+var credentialHeaders = map[string]bool{
+	"authorization":       true,
+	"cookie":              true,
+	"proxy-authorization": true,
+}
+
+// IsCredentialHeader reports whether a header name (any case) carries
+// credentials: authorization, cookie or proxy-authorization.
+func IsCredentialHeader(name string) bool { return credentialHeaders[lowerHeader(name)] }

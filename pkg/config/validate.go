@@ -1,0 +1,264 @@
+package config
+
+import (
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// Validate returns every problem of c (nil when it is usable). It checks c
+// as it is: call [Config.ApplyDefaults] first for a config built in code.
+// TLS files are opened, so validation sees what the process can read now.
+func (c *Config) Validate() []Problem {
+	problems, _ := c.Check()
+	return problems
+}
+
+// Check returns every problem of c and the warnings about it: settings that
+// load but are ignored here or look like mistakes. See [Config.Validate].
+func (c *Config) Check() (problems, warnings []Problem) {
+	v := &validator{}
+	v.config(c)
+	return v.problems, v.warnings
+}
+
+type validator struct {
+	problems []Problem
+	warnings []Problem
+}
+
+func (v *validator) problem(plugin, field, format string, args ...any) {
+	v.problems = append(v.problems, Problem{Plugin: plugin, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) warn(plugin, field, format string, args ...any) {
+	v.warnings = append(v.warnings, Problem{Plugin: plugin, Field: field, Message: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) config(c *Config) {
+	if len(c.Plugins) == 0 {
+		v.warn("", "plugins", "no plugins configured: every message passes unchanged")
+	}
+	names := map[string]int{}
+	for i := range c.Plugins {
+		p := &c.Plugins[i]
+		// Problems name the plugin; an unnamed one is named by position.
+		label, base := p.Name, ""
+		if label == "" {
+			base = fmt.Sprintf("plugins[%d]", i)
+			v.problem("", joinPath(base, "name"), "required")
+		} else if j, dup := names[strings.ToLower(label)]; dup {
+			v.problem(label, "name", "duplicate: plugins[%d] has the same name (names are compared ignoring case)", j)
+		} else {
+			names[strings.ToLower(label)] = i
+		}
+		v.plugin(p, label, base)
+	}
+	v.settings(&c.PluginSettings)
+	v.extproc(&c.Extproc, &c.PluginSettings)
+}
+
+func (v *validator) plugin(p *Plugin, label, base string) {
+	field := func(f string) string { return joinPath(base, f) }
+	switch p.Kind {
+	case KindExternal:
+	case "":
+		v.problem(label, field("kind"), `required: "external" (only external MCP plugins run in the sidecar)`)
+	default:
+		v.problem(label, field("kind"), "unsupported kind %q: only external MCP plugins run in the sidecar", p.Kind)
+	}
+	if p.Kind == KindExternal && len(p.Config) > 0 {
+		v.problem(label, field("config"), "not allowed with kind external: a plugin's config is set on the plugin server")
+	}
+	for i, h := range p.Hooks {
+		f := field(fmt.Sprintf("hooks[%d]", i))
+		switch {
+		case !cpex.KnownHook(h):
+			v.problem(label, f, "unknown hook %q", h)
+		case !slices.Contains(cpex.MCPHooks[:], h):
+			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt and resource hooks do)", h)
+		}
+	}
+	if p.Mode != "" {
+		if _, ok := p.Mode.Canonical(); !ok {
+			v.problem(label, field("mode"), "unknown mode %q: want sequential, transform, audit, concurrent, fire_and_forget or disabled (legacy: enforce, permissive, enforce_ignore_error)", p.Mode)
+		}
+	}
+	if p.OnError != "" {
+		if _, ok := p.OnError.Canonical(); !ok {
+			v.problem(label, field("on_error"), "unknown on_error %q: want fail, ignore or disable", p.OnError)
+		}
+	}
+	for i, c := range p.Conditions {
+		f := field(fmt.Sprintf("conditions[%d]", i))
+		if len(c.ContentTypes) > 0 {
+			v.warn(label, joinPath(f, "content_types"), "ignored: the sidecar does not match content types")
+		}
+		if len(c.Agents) > 0 {
+			v.warn(label, joinPath(f, "agents"), "ignored: agent hooks never fire in the sidecar")
+		}
+	}
+	if p.Kind != KindExternal {
+		return // the transport of a plugin that cannot run is not worth checking
+	}
+	if p.MCP == nil {
+		v.problem(label, field("mcp"), "required for an external plugin: mcp: {proto: STREAMABLEHTTP, url: http://host:port/mcp}")
+		return
+	}
+	v.mcp(p.MCP, label, field)
+}
+
+func (v *validator) mcp(m *MCP, label string, field func(string) string) {
+	switch m.Proto {
+	case ProtoStreamableHTTP:
+	case "":
+		v.problem(label, field("mcp.proto"), "required: STREAMABLEHTTP")
+	case "SSE", "STDIO", "HTTP", "GRPC":
+		v.problem(label, field("mcp.proto"), "unsupported proto %q: the sidecar speaks STREAMABLEHTTP only", m.Proto)
+	default:
+		v.problem(label, field("mcp.proto"), "unknown proto %q: want STREAMABLEHTTP", m.Proto)
+	}
+	if m.Proto == ProtoStreamableHTTP || m.Proto == "" {
+		if m.URL == "" {
+			v.problem(label, field("mcp.url"), "required: the plugin server's MCP endpoint, e.g. http://plugin:8000/mcp")
+		} else if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.problem(label, field("mcp.url"), "must be an http(s) URL")
+		} else if u.Scheme == "http" && m.TLS != nil && m.UDS == "" {
+			v.warn(label, field("mcp.tls"), "ignored: the url is plain http://")
+		}
+		if m.Script != "" || len(m.Cmd) > 0 || len(m.Env) > 0 || m.Cwd != "" {
+			v.problem(label, field("mcp"), "script, cmd, env and cwd are only valid for STDIO, which the sidecar does not run")
+		}
+	}
+	if m.UDS != "" {
+		if !filepath.IsAbs(m.UDS) {
+			v.problem(label, field("mcp.uds"), "must be an absolute path")
+		}
+		if m.TLS != nil {
+			v.problem(label, field("mcp.tls"), "not supported with a Unix domain socket (mcp.uds)")
+		}
+	}
+	if m.ReconnectAttempts != nil && *m.ReconnectAttempts < 0 {
+		v.problem(label, field("mcp.reconnect_attempts"), "must not be negative")
+	}
+	if m.ReconnectDelay != nil && m.ReconnectDelay.Duration < 0 {
+		v.problem(label, field("mcp.reconnect_delay"), "must not be negative")
+	}
+	if t := m.TLS; t != nil {
+		v.file(label, field("mcp.tls.certfile"), t.CertFile)
+		v.file(label, field("mcp.tls.keyfile"), t.KeyFile)
+		v.file(label, field("mcp.tls.ca_bundle"), t.CABundle)
+		if t.KeyFile != "" && t.CertFile == "" {
+			v.problem(label, field("mcp.tls.keyfile"), "requires certfile")
+		}
+		if !t.VerifyEnabled() {
+			v.warn(label, field("mcp.tls.verify"), "false: the plugin server's certificate is not verified")
+		}
+	}
+}
+
+// file checks that a TLS file exists, is a regular file and can be read.
+func (v *validator) file(label, field, path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		v.problem(label, field, "cannot read %s: %v", path, unwrapPathError(err))
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	switch {
+	case err != nil:
+		v.problem(label, field, "cannot read %s: %v", path, unwrapPathError(err))
+	case !st.Mode().IsRegular():
+		v.problem(label, field, "%s is not a regular file", path)
+	}
+}
+
+func unwrapPathError(err error) error {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err
+	}
+	return err
+}
+
+func (v *validator) settings(s *PluginSettings) {
+	if s.PluginTimeout != nil && s.PluginTimeout.Duration <= 0 {
+		v.problem("", "plugin_settings.plugin_timeout", "must be positive")
+	}
+	if s.PluginHealthCheckInterval != nil && s.PluginHealthCheckInterval.Duration <= 0 {
+		v.problem("", "plugin_settings.plugin_health_check_interval", "must be positive")
+	}
+	if s.ParallelExecutionWithinBand {
+		v.warn("", "plugin_settings.parallel_execution_within_band", "ignored: use mode concurrent to run plugins in parallel")
+	}
+}
+
+func (v *validator) extproc(e *Extproc, s *PluginSettings) {
+	for i, p := range e.MCPPaths {
+		f := fmt.Sprintf("extproc.mcp_paths[%d]", i)
+		switch {
+		case !strings.HasPrefix(p, "/"):
+			v.problem("", f, "must start with \"/\", got %q", p)
+		case strings.ContainsAny(p, "?#"):
+			v.problem("", f, "must be a path without query or fragment, got %q", p)
+		}
+	}
+	if e.MaxBodyBytes <= 0 {
+		v.problem("", "extproc.max_body_bytes", "must be positive")
+	}
+	for _, h := range []struct{ field, name string }{
+		{"extproc.user_header", e.UserHeader},
+		{"extproc.tenant_header", e.TenantHeader},
+		{"extproc.server_header", e.ServerHeader},
+	} {
+		if h.name != "" && !validHeaderName(h.name) {
+			v.problem("", h.field, "%q is not a valid header name", h.name)
+		}
+	}
+	for i, h := range e.ForwardHeaders {
+		f := fmt.Sprintf("extproc.forward_headers[%d]", i)
+		switch {
+		case !validHeaderName(h):
+			v.problem("", f, "%q is not a valid header name", h)
+		case IsCredentialHeader(h) && !e.AllowCredentialHeaders:
+			v.problem("", f, "%q carries credentials: plugins would see them; set extproc.allow_credential_headers: true to forward it anyway", h)
+		case IsCredentialHeader(h):
+			v.warn("", f, "%q carries credentials and is forwarded to plugins", h)
+		}
+	}
+	if e.HookTimeout != nil {
+		switch {
+		case e.HookTimeout.Duration <= 0:
+			v.problem("", "extproc.hook_timeout", "must be positive")
+		case e.HookTimeout.Duration < s.Timeout():
+			v.warn("", "extproc.hook_timeout", "%v is below plugin_timeout %v: the hook deadline cuts a slow plugin before its own timeout does", e.HookTimeout.Duration, s.Timeout())
+		}
+	}
+}
+
+// validHeaderName reports whether h is an HTTP field name (RFC 9110 token),
+// or an HTTP/2 pseudo-header such as ":authority".
+func validHeaderName(h string) bool {
+	h = strings.TrimPrefix(h, ":")
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		c := h[i]
+		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' {
+			continue
+		}
+		if !strings.ContainsRune("!#$%&'*+-.^_`|~", rune(c)) {
+			return false
+		}
+	}
+	return true
+}

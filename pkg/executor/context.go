@@ -1,0 +1,95 @@
+package executor
+
+import (
+	"maps"
+	"strings"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// RequestContext is the per-request plugin context: the global context the
+// plugins share, plus one local context (state, metadata) per plugin, as
+// cpex keeps them. Use one RequestContext for all the hooks of one request
+// (pre and post), so that what a plugin stored in its pre hook reaches its
+// post hook.
+//
+// What a plugin returns in its reply's "context" is carried to the next hook
+// of the same request: its context.state and context.metadata replace its
+// local context, and the keys of its context.global_context.state are merged
+// into Global.State (only for sequential, transform and concurrent plugins:
+// audit and fire_and_forget plugins observe, as in cpex). Fire-and-forget
+// plugins get a snapshot and their replies are not carried (they finish
+// after the hook, possibly after the request).
+//
+// A RequestContext is not safe for concurrent use: do not run two hooks of
+// one request at the same time, and do not touch it during [Executor.Run].
+type RequestContext struct {
+	// Global is sent as context.global_context. Its State and Metadata are
+	// never nil after NewRequestContext.
+	Global cpex.GlobalContext
+
+	locals map[string]*localContext // by lower-case plugin name
+}
+
+type localContext struct {
+	state    map[string]any
+	metadata map[string]any
+}
+
+// NewRequestContext returns a context for one request, with empty non-nil
+// maps where g has none.
+func NewRequestContext(g cpex.GlobalContext) *RequestContext {
+	if g.State == nil {
+		g.State = map[string]any{}
+	}
+	if g.Metadata == nil {
+		g.Metadata = map[string]any{}
+	}
+	return &RequestContext{Global: g}
+}
+
+// PluginContext returns the context sent to plugin: its local state and
+// metadata and the global context. The maps are shallow copies, so the
+// caller may hand the result to another goroutine while rc changes; nested
+// values are shared and must not be modified.
+func (rc *RequestContext) PluginContext(plugin string) *cpex.PluginContext {
+	g := rc.Global
+	g.State = cloneMap(g.State)
+	g.Metadata = cloneMap(g.Metadata)
+	pc := &cpex.PluginContext{GlobalContext: g}
+	if l := rc.locals[strings.ToLower(plugin)]; l != nil {
+		pc.State = cloneMap(l.state)
+		pc.Metadata = cloneMap(l.metadata)
+	} else {
+		pc.State = map[string]any{}
+		pc.Metadata = map[string]any{}
+	}
+	return pc
+}
+
+// carry keeps what a plugin returned in its reply's context.
+func (rc *RequestContext) carry(plugin string, mode config.Mode, reply *cpex.PluginContext) {
+	if reply == nil {
+		return
+	}
+	if rc.locals == nil {
+		rc.locals = map[string]*localContext{}
+	}
+	rc.locals[strings.ToLower(plugin)] = &localContext{state: cloneMap(reply.State), metadata: cloneMap(reply.Metadata)}
+	switch mode {
+	case config.ModeSequential, config.ModeTransform, config.ModeConcurrent:
+		if rc.Global.State == nil {
+			rc.Global.State = map[string]any{}
+		}
+		maps.Copy(rc.Global.State, reply.GlobalContext.State)
+	}
+}
+
+// cloneMap copies m, never returning nil.
+func cloneMap(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return maps.Clone(m)
+}

@@ -1,0 +1,51 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// Sentinel causes of a [PluginError], for errors.Is.
+var (
+	// ErrPluginReported: the plugin answered invoke_hook with an "error"
+	// (a cpex PluginErrorModel, kept in PluginError.Model).
+	ErrPluginReported = errors.New("plugin reported an error")
+	// ErrInvalidReply: the reply carries neither "result" nor "error".
+	ErrInvalidReply = errors.New("invalid invoke_hook reply")
+	// ErrInvalidPayload: a modified_payload that does not have the shape of
+	// the hook's payload (plugin-protocol.md §2).
+	ErrInvalidPayload = errors.New("modified payload does not fit the hook")
+	// ErrHookDeadline: the whole-hook deadline passed before the plugin was
+	// called.
+	ErrHookDeadline = errors.New("hook deadline passed before the plugin ran")
+)
+
+// PluginError is a failed plugin invocation: a transport error, a timeout,
+// an error reply, an invalid reply or an invalid modified payload.
+type PluginError struct {
+	Plugin string
+	Hook   cpex.HookType
+	Cause  error
+	// Down: the plugin is known to be down (Options.IsDown said so, e.g. an
+	// open circuit); it was not waited on.
+	Down bool
+	// Timeout: the per-plugin timeout or the hook deadline passed.
+	Timeout bool
+	// Model is the error the plugin reported, when it reported one.
+	Model *cpex.PluginErrorModel
+
+	// own: the failure is the plugin's, not the request's (whose context
+	// ended or whose hook deadline passed); only such failures disable a
+	// plugin under on_error: disable.
+	own bool
+}
+
+// Error formats e as "plugin pii: tool_pre_invoke: <cause>".
+func (e *PluginError) Error() string {
+	return fmt.Sprintf("plugin %s: %s: %v", e.Plugin, e.Hook, e.Cause)
+}
+
+// Unwrap returns the cause.
+func (e *PluginError) Unwrap() error { return e.Cause }

@@ -1,0 +1,613 @@
+// Package executor runs one hook through the chain of external plugins with
+// the semantics of the cpex plugin manager (plugin-protocol.md §4.1–4.3):
+// phases by mode, priority order, conditions, on_error policies, timeouts,
+// and the per-request plugin context. It knows nothing of HTTP, gRPC or MCP
+// transport: plugins are reached through the small [Plugins] interface that
+// pluginclient.Pool satisfies.
+//
+// # Phases
+//
+// The plugins of a hook run in phases, in this order; inside a phase by
+// ascending priority (lower first; config order among equals). Plugins with
+// mode disabled, plugins disabled at run time (on_error: disable) and
+// plugins whose conditions do not match are skipped.
+//
+//	sequential       serial, chained (each sees the previous one's payload); may block and modify
+//	transform        serial, chained; may modify; violations are logged and suppressed
+//	audit            serial, sees the current payload; violations logged, modifications discarded
+//	concurrent       in parallel on the current payload; the first block wins (the others are
+//	                 cancelled); modifications discarded
+//	fire_and_forget  in the background after the rest, on a snapshot of the final payload and
+//	                 context; errors and violations are only logged
+//
+// A plugin blocks by returning continue_processing: false with a violation;
+// the chain stops and [Outcome.Violation] is set. continue_processing: false
+// without a violation (in a mode that may block) stops the chain without
+// blocking: the remaining sequential, transform, audit and concurrent
+// plugins are skipped, the message goes on with the modifications made so
+// far (not the stopping plugin's own, as in cpex), and fire_and_forget
+// plugins still run. A violation with continue_processing left true is not a
+// block (cpex decides on continue_processing alone); it is logged. Fire-and-
+// forget plugins are also started after a block or a stop, not after a
+// failure, as in cpex.
+//
+// # Failures
+//
+// A failed invocation (transport error, per-plugin timeout, hook deadline,
+// plugin known to be down, an "error" reply, a reply with neither result
+// nor error, a modified_payload that does not fit the hook) is handled by
+// the plugin's on_error, whatever its mode: fail refuses the message
+// ([Outcome.Err]); ignore logs and goes on; disable logs, goes on and stops
+// calling the plugin for the life of the Executor. A plugin is disabled only
+// for its own failures, never because the request was cancelled or the hook
+// deadline passed. plugin_settings.fail_on_plugin_error makes every policy
+// fail. Fire-and-forget failures are only logged (and disable).
+//
+// # Timeouts
+//
+// Each invocation is bounded by plugin_settings.plugin_timeout, and the
+// whole hook by Options.HookTimeout (default plugin_timeout + 1 s), which
+// must stay under Envoy's ext_proc message_timeout so the verdict reaches
+// Envoy before Envoy gives up on the message. Plugins not yet called when
+// the hook deadline passes fail with [ErrHookDeadline] under their on_error.
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// Plugins is what the executor needs from the plugin pool.
+type Plugins interface {
+	// Invoke calls invoke_hook on the named plugin. It must return promptly
+	// once ctx is done. An error means no usable reply arrived; a reply may
+	// still carry a plugin-reported "error".
+	Invoke(ctx context.Context, plugin string, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error)
+	// Effective returns the merged plugin configs (local keys over the
+	// plugin server's) and their generation, which increases whenever any
+	// of them changes. It is called once per Applies and Run, so it should
+	// be cheap; the executor does not modify the returned slice.
+	Effective() (gen uint64, plugins []config.Plugin)
+}
+
+// Observer receives one call per plugin invocation, e.g. for metrics. It
+// may be called from several goroutines at once and must not block.
+type Observer interface {
+	OnInvoke(plugin string, hook cpex.HookType, outcome string, d time.Duration)
+}
+
+// Invocation outcomes passed to [Observer.OnInvoke].
+const (
+	InvokeOK        = "ok"        // result without modification or violation
+	InvokeModified  = "modified"  // result with a modified payload that was used
+	InvokeViolation = "violation" // result with a violation (blocking or not, per mode)
+	InvokeStop      = "stop"      // continue_processing false without a violation
+	InvokeError     = "error"     // transport error or plugin-reported error
+	InvokeTimeout   = "timeout"   // per-plugin timeout or hook deadline
+	InvokeDown      = "down"      // plugin known to be down; not waited on
+	InvokeInvalid   = "invalid"   // invalid reply or modified payload
+	InvokeDropped   = "dropped"   // fire_and_forget not started (closing, or too many in flight)
+)
+
+// DefaultMaxBackground bounds the fire_and_forget invocations in flight.
+const DefaultMaxBackground = 256
+
+// Options configure an [Executor]. The zero value of each field is a
+// sensible default.
+type Options struct {
+	// Settings are the plugin_settings: plugin_timeout bounds each
+	// invocation; fail_on_plugin_error forces on_error fail.
+	Settings config.PluginSettings
+	// HookTimeout bounds a whole hook (config Extproc.HookTimeout).
+	// Zero: plugin_timeout + 1 s.
+	HookTimeout time.Duration
+	// Logger receives the decisions: debug per plugin decision, info on a
+	// block or stop, warn on failures. Payloads are never logged. The zero
+	// Logger discards.
+	Logger zerolog.Logger
+	// IsDown reports whether an Invoke error means the plugin is known to
+	// be down (e.g. errors.Is(err, pluginclient.ErrPluginDown)). Nil: never.
+	IsDown func(error) bool
+	// Observer, if set, is told about every invocation.
+	Observer Observer
+	// MaxBackground bounds the fire_and_forget invocations in flight; more
+	// are dropped with a warning. Zero: DefaultMaxBackground.
+	MaxBackground int
+}
+
+// Outcome is the result of running one hook.
+type Outcome struct {
+	// Payload is the final payload when Modified, else nil.
+	Payload  json.RawMessage
+	Modified bool
+	// Violation, when set, blocks the message; its PluginName is set. It
+	// takes precedence over Payload.
+	Violation *cpex.PluginViolation
+	// Err, when set, refuses the message: a plugin failed under on_error
+	// fail (answer JSON-RPC -32603). It takes precedence over the rest.
+	Err *PluginError
+}
+
+// Executor runs hooks through the plugin chain. It is safe for concurrent
+// use; call Close to wait for fire_and_forget work.
+type Executor struct {
+	plugins       Plugins
+	opts          Options
+	log           zerolog.Logger
+	pluginTimeout time.Duration
+	hookTimeout   time.Duration
+
+	snap     atomic.Pointer[snapshot]
+	disabled atomic.Pointer[map[string]bool] // copy on write, under mu
+
+	bgCtx    context.Context // parent of fire_and_forget invocations
+	bgCancel context.CancelFunc
+
+	mu         sync.Mutex
+	closed     bool
+	active     int           // fire_and_forget goroutines running
+	idle       chan struct{} // closed once closed && active == 0
+	idleClosed bool
+}
+
+// New returns an Executor over plugins.
+func New(plugins Plugins, opts Options) *Executor {
+	if opts.MaxBackground <= 0 {
+		opts.MaxBackground = DefaultMaxBackground
+	}
+	e := &Executor{
+		plugins:       plugins,
+		opts:          opts,
+		log:           opts.Logger,
+		pluginTimeout: opts.Settings.Timeout(),
+		hookTimeout:   opts.HookTimeout,
+		idle:          make(chan struct{}),
+	}
+	if e.hookTimeout <= 0 {
+		e.hookTimeout = e.pluginTimeout + config.DefaultHookTimeoutMargin
+	}
+	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
+	return e
+}
+
+// snapshot returns the plan for the current generation of plugins.
+func (e *Executor) snapshot() *snapshot {
+	gen, plugins := e.plugins.Effective()
+	if s := e.snap.Load(); s != nil && s.gen == gen {
+		return s
+	}
+	s := buildSnapshot(gen, plugins, e.opts.Settings)
+	e.snap.Store(s)
+	return s
+}
+
+// Applies reports whether any plugin that is not disabled (by mode or at
+// run time) has hook, whatever its conditions. The plan is cached per
+// generation, so this is cheap enough to call per request.
+func (e *Executor) Applies(hook cpex.HookType) bool {
+	hp := e.snapshot().hooks[hook]
+	if hp == nil {
+		return false
+	}
+	for _, ph := range hp.phases {
+		for _, en := range ph {
+			if !e.isDisabled(en.key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (e *Executor) isDisabled(key string) bool {
+	m := e.disabled.Load()
+	return m != nil && (*m)[key]
+}
+
+// disable stops calling a plugin; it reports whether it was enabled.
+func (e *Executor) disable(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	old := e.disabled.Load()
+	if old != nil && (*old)[key] {
+		return false
+	}
+	m := map[string]bool{key: true}
+	if old != nil {
+		for k := range *old {
+			m[k] = true
+		}
+	}
+	e.disabled.Store(&m)
+	return true
+}
+
+// Run runs hook on payload through the plugins that have it and returns
+// the verdict. rc carries the plugin context across the hooks of one
+// request (nil: a fresh one); t names the tool, prompt or resource for
+// conditions. Run never returns before its own invocations end; only
+// fire_and_forget work outlives it (see Close).
+func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.RawMessage, rc *RequestContext, t Target) Outcome {
+	hp := e.snapshot().hooks[hook]
+	if hp == nil {
+		return Outcome{}
+	}
+	if rc == nil {
+		rc = NewRequestContext(cpex.GlobalContext{})
+	}
+	ctx, cancel := context.WithTimeout(ctx, e.hookTimeout)
+	defer cancel()
+	r := &run{
+		e:      e,
+		hook:   hook,
+		rc:     rc,
+		target: t,
+		cur:    payload,
+		log:    e.log.With().Str("hook", string(hook)).Str("request_id", rc.Global.RequestID).Logger(),
+	}
+	r.runSerial(ctx, hp)
+	if !r.halted() {
+		r.runConcurrent(ctx, hp.phases[phaseConcurrent])
+	}
+	if r.err == nil {
+		r.fireAndForget(hp.phases[phaseFireAndForget])
+	}
+	out := Outcome{Violation: r.violation, Err: r.err}
+	if r.modified {
+		out.Payload, out.Modified = r.cur, true
+	}
+	return out
+}
+
+// Close stops starting fire_and_forget work and waits for the running work
+// until ctx is done; then it cancels what still runs and returns ctx's
+// error (the cancelled invocations end on their own shortly after).
+func (e *Executor) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	e.closeIdleLocked()
+	e.mu.Unlock()
+	defer e.bgCancel()
+	select {
+	case <-e.idle:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("close executor: fire_and_forget work still running: %w", ctx.Err())
+	}
+}
+
+func (e *Executor) closeIdleLocked() {
+	if e.closed && e.active == 0 && !e.idleClosed {
+		e.idleClosed = true
+		close(e.idle)
+	}
+}
+
+// spawn runs f in an owned background goroutine; it reports false when the
+// executor is closed or too much is in flight.
+func (e *Executor) spawn(f func(ctx context.Context)) bool {
+	e.mu.Lock()
+	if e.closed || e.active >= e.opts.MaxBackground {
+		e.mu.Unlock()
+		return false
+	}
+	e.active++
+	e.mu.Unlock()
+	go func() {
+		defer func() {
+			e.mu.Lock()
+			e.active--
+			e.closeIdleLocked()
+			e.mu.Unlock()
+		}()
+		f(e.bgCtx)
+	}()
+	return true
+}
+
+func (e *Executor) observe(plugin string, hook cpex.HookType, outcome string, d time.Duration) {
+	if e.opts.Observer != nil {
+		e.opts.Observer.OnInvoke(plugin, hook, outcome, d)
+	}
+}
+
+// reply is the result of one invocation.
+type reply struct {
+	result *cpex.PluginResult
+	ctx    *cpex.PluginContext
+	err    *PluginError
+	dur    time.Duration
+}
+
+// invoke calls one plugin under the per-plugin timeout. It touches no
+// per-request state, so it may run on any goroutine.
+func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) reply {
+	if err := ctx.Err(); err != nil {
+		cause := err
+		if errors.Is(err, context.DeadlineExceeded) {
+			cause = fmt.Errorf("%w: %w", ErrHookDeadline, err)
+		}
+		return reply{err: &PluginError{Plugin: en.name, Hook: hook, Cause: cause, Timeout: errors.Is(err, context.DeadlineExceeded)}}
+	}
+	start := time.Now()
+	cctx, cancel := context.WithTimeout(ctx, e.pluginTimeout)
+	defer cancel()
+	rep, err := e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
+	r := reply{dur: time.Since(start)}
+	pe := &PluginError{Plugin: en.name, Hook: hook, own: ctx.Err() == nil}
+	switch {
+	case err != nil:
+		pe.Cause = err
+		pe.Down = e.opts.IsDown != nil && e.opts.IsDown(err)
+		pe.Timeout = errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded)
+		if pe.Timeout && !errors.Is(err, context.DeadlineExceeded) {
+			pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+		}
+	case rep == nil:
+		pe.Cause = fmt.Errorf("%w: no reply", ErrInvalidReply)
+	case rep.Error != nil:
+		m := *rep.Error
+		pe.Model = &m
+		pe.Cause = fmt.Errorf("%w: %s", ErrPluginReported, describeModel(&m))
+	case rep.Result == nil:
+		pe.Cause = fmt.Errorf("%w: neither result nor error", ErrInvalidReply)
+	default:
+		r.result, r.ctx = rep.Result, rep.Context
+		return r
+	}
+	r.err = pe
+	return r
+}
+
+func describeModel(m *cpex.PluginErrorModel) string {
+	s := m.Message
+	if m.Code != "" {
+		s += " (code " + m.Code + ")"
+	}
+	return s
+}
+
+// failureOutcome names a failure for the observer.
+func failureOutcome(pe *PluginError) string {
+	switch {
+	case pe.Down:
+		return InvokeDown
+	case pe.Timeout:
+		return InvokeTimeout
+	case errors.Is(pe.Cause, ErrInvalidReply), errors.Is(pe.Cause, ErrInvalidPayload):
+		return InvokeInvalid
+	}
+	return InvokeError
+}
+
+// run is the state of one Run.
+type run struct {
+	e      *Executor
+	hook   cpex.HookType
+	rc     *RequestContext
+	target Target
+	log    zerolog.Logger
+
+	cur       json.RawMessage // the payload as the chain has made it
+	modified  bool
+	violation *cpex.PluginViolation
+	err       *PluginError
+	stoppedBy string
+	users     []string
+	usersDone bool
+}
+
+func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
+
+// userStrings is computed once per run, when a condition needs it.
+func (r *run) userStrings() []string {
+	if !r.usersDone {
+		r.users, r.usersDone = userStrings(r.rc.Global.User), true
+	}
+	return r.users
+}
+
+// eligible reports whether en runs in this run.
+func (r *run) eligible(en *entry) bool {
+	if r.e.isDisabled(en.key) {
+		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin disabled after an earlier failure")
+		return false
+	}
+	if !matches(en.conditions, r.hook, &r.rc.Global, r.target, r.userStrings) {
+		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin conditions do not match")
+		return false
+	}
+	return true
+}
+
+// runSerial runs the sequential, transform and audit phases.
+func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
+	for _, ph := range []int{phaseSequential, phaseTransform, phaseAudit} {
+		for _, en := range hp.phases[ph] {
+			if !r.eligible(en) {
+				continue
+			}
+			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name))
+			r.handle(en, rep)
+			if r.halted() {
+				return
+			}
+		}
+	}
+}
+
+// runConcurrent runs the concurrent phase: all eligible plugins at once on
+// the current payload; the first block, stop or failing policy wins and
+// cancels the others. Every goroutine has ended when it returns.
+func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
+	var list []*entry
+	for _, en := range entries {
+		if r.eligible(en) {
+			list = append(list, en)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return
+	case 1: // nothing to run in parallel with
+		en := list[0]
+		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name)))
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type done struct {
+		en  *entry
+		rep reply
+	}
+	results := make(chan done, len(list))
+	for _, en := range list {
+		pctx := r.rc.PluginContext(en.name)
+		go func(payload json.RawMessage) {
+			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx)}
+		}(r.cur)
+	}
+	for range list {
+		d := <-results
+		if r.halted() {
+			continue // decided: the rest were cancelled and do not count
+		}
+		r.handle(d.en, d.rep)
+		if r.halted() {
+			cancel()
+		}
+	}
+}
+
+// handle applies one reply under the plugin's mode and on_error.
+func (r *run) handle(en *entry, rep reply) {
+	if rep.err != nil {
+		r.failed(en, rep.err, rep.dur)
+		return
+	}
+	r.rc.carry(en.name, en.mode, rep.ctx)
+	res := rep.result
+	mayBlock := en.mode == config.ModeSequential || en.mode == config.ModeConcurrent
+	mayModify := en.mode == config.ModeSequential || en.mode == config.ModeTransform
+	logd := func(outcome, msg string) {
+		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).Dur("duration", rep.dur).Msg(msg)
+	}
+
+	if !res.Continue() && mayBlock {
+		if res.Violation != nil {
+			v := *res.Violation
+			v.PluginName = en.name
+			r.violation = &v
+			r.e.observe(en.name, r.hook, InvokeViolation, rep.dur)
+			r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
+				Dur("duration", rep.dur).Msg("plugin blocked the message")
+			return
+		}
+		r.stoppedBy = en.name
+		r.e.observe(en.name, r.hook, InvokeStop, rep.dur)
+		r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", rep.dur).
+			Msg("plugin stopped the chain without a violation; the message goes on")
+		return
+	}
+
+	outcome := InvokeOK
+	if res.Violation != nil {
+		outcome = InvokeViolation
+		msg := "violation not enforced: continue_processing is true"
+		if !res.Continue() {
+			msg = "violation not enforced: mode " + string(en.mode) + " cannot block"
+		}
+		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", res.Violation.Code).
+			Str("reason", res.Violation.Reason).Msg(msg)
+	} else if !res.Continue() {
+		outcome = InvokeStop
+		logd(outcome, "continue_processing false ignored: mode cannot stop the chain")
+	}
+
+	if res.Modified() {
+		if !mayModify {
+			logd(outcome, "modified payload discarded: mode cannot modify")
+		} else if err := checkPayload(r.hook, res.ModifiedPayload); err != nil {
+			r.failed(en, &PluginError{Plugin: en.name, Hook: r.hook, Cause: err, own: true}, rep.dur)
+			return
+		} else if !jsonEqual(r.cur, res.ModifiedPayload) {
+			r.cur, r.modified = res.ModifiedPayload, true
+			if outcome == InvokeOK {
+				outcome = InvokeModified
+			}
+		}
+	}
+	r.e.observe(en.name, r.hook, outcome, rep.dur)
+	logd(outcome, "plugin decision")
+}
+
+// failed applies the plugin's on_error to a failure.
+func (r *run) failed(en *entry, pe *PluginError, d time.Duration) {
+	outcome := failureOutcome(pe)
+	r.e.observe(en.name, r.hook, outcome, d)
+	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).
+		Str("on_error", string(en.onError)).Dur("duration", d).Err(pe.Cause)
+	switch en.onError {
+	case config.OnErrorFail:
+		r.err = pe
+		ev.Msg("plugin failed: refusing the message (on_error fail)")
+	case config.OnErrorDisable:
+		if pe.own && r.e.disable(en.key) {
+			ev.Msg("plugin failed: disabled, going on (on_error disable)")
+			return
+		}
+		ev.Msg("plugin failed: going on (on_error disable)")
+	default:
+		ev.Msg("plugin failed: going on (on_error ignore)")
+	}
+}
+
+// fireAndForget starts the fire_and_forget plugins on snapshots of the
+// final payload and context.
+func (r *run) fireAndForget(entries []*entry) {
+	for _, en := range entries {
+		if !r.eligible(en) {
+			continue
+		}
+		e, hook, log := r.e, r.hook, r.log
+		payload, pctx := bytes.Clone(r.cur), r.rc.PluginContext(en.name)
+		started := e.spawn(func(ctx context.Context) {
+			rep := e.invoke(ctx, en, hook, payload, pctx)
+			if pe := rep.err; pe != nil {
+				outcome := failureOutcome(pe)
+				e.observe(en.name, hook, outcome, rep.dur)
+				ev := log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).Err(pe.Cause)
+				if en.onError == config.OnErrorDisable && pe.own && e.disable(en.key) {
+					ev.Msg("fire_and_forget plugin failed: disabled")
+					return
+				}
+				ev.Msg("fire_and_forget plugin failed (ignored)")
+				return
+			}
+			outcome := InvokeOK
+			if v := rep.result.Violation; v != nil {
+				outcome = InvokeViolation
+				log.Info().Str("plugin", en.name).Str("code", v.Code).Str("reason", v.Reason).
+					Msg("fire_and_forget plugin reported a violation (not enforced)")
+			}
+			e.observe(en.name, hook, outcome, rep.dur)
+			log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).
+				Dur("duration", rep.dur).Msg("plugin decision")
+		})
+		if !started {
+			e.observe(en.name, hook, InvokeDropped, 0)
+			log.Warn().Str("plugin", en.name).Msg("fire_and_forget plugin not started: executor closing or too much in flight")
+		}
+	}
+}

@@ -1,0 +1,458 @@
+package mcpmsg
+
+import (
+	"bytes"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// MaxDepth is the deepest nesting of objects and arrays that Parse accepts
+// (the top-level object or array counts as 1). It matches the limit of the
+// MCP Go SDK's decoder, so nothing that reaches the server is deeper than
+// what a Go server accepts.
+const MaxDepth = 1000
+
+// linearNames is the number of member names of one object compared pairwise
+// before the scanner switches that object to a map of folded names.
+const linearNames = 24
+
+// scanner walks JSON that jsontext has already validated (syntax, UTF-8 and
+// exact duplicate names). It adds what jsontext does not check: member names
+// that are equal under Unicode case folding, and the nesting depth. It is
+// written defensively: on input that is not valid JSON it returns an error,
+// never panics, but it does not promise to detect every syntax error.
+type scanner struct {
+	b     []byte
+	names []nameRef // member names of the objects being walked, a stack
+	unesc []byte    // backing store of unescaped names
+	depth int
+	// skip makes value step over nested objects and arrays without
+	// checking them: for input that a full scan has already checked.
+	skip bool
+}
+
+// nameRef locates a member name: s.b[start:end], or s.unesc[start:end] for
+// a name that had escapes. Offsets, not slices, so that a scratch array of
+// them holds no pointers and appending to s.unesc cannot invalidate them.
+type nameRef struct {
+	start, end uint32
+	unesc      bool
+}
+
+func (s *scanner) nameBytes(r nameRef) []byte {
+	if r.unesc {
+		return s.unesc[r.start:r.end]
+	}
+	return s.b[r.start:r.end]
+}
+
+// errScan is the reason a scan failed; it becomes an *Error.
+type errScan struct {
+	code   int
+	reason string
+}
+
+// toError turns e into an *Error whose message reads "<kind>: <where><reason>".
+func (e *errScan) toError(where string) *Error {
+	return &Error{Code: e.code, Message: codeText(e.code) + ": " + where + e.reason}
+}
+
+func errTruncated() *errScan { return &errScan{CodeParseError, "unexpected end of JSON input"} }
+
+// ws returns the index of the first non-whitespace byte at or after i.
+func (s *scanner) ws(i int) int {
+	for i < len(s.b) {
+		switch s.b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// str returns the end (one past the closing quote) of the string at i.
+func (s *scanner) str(i int) (int, *errScan) {
+	if i >= len(s.b) || s.b[i] != '"' {
+		return 0, &errScan{CodeParseError, "string expected"}
+	}
+	j := i + 1
+	for {
+		k := bytes.IndexByte(s.b[j:], '"')
+		if k < 0 {
+			return 0, errTruncated()
+		}
+		q := j + k
+		// The quote is escaped if an odd number of backslashes precede it.
+		n := 0
+		for p := q - 1; p > i && s.b[p] == '\\'; p-- {
+			n++
+		}
+		if n%2 == 0 {
+			return q + 1, nil
+		}
+		j = q + 1
+	}
+}
+
+// unquote returns the unescaped content of the string s.b[i:end] and where
+// it is.
+func (s *scanner) unquote(i, end int) ([]byte, nameRef, *errScan) {
+	if end-i < 2 || end > len(s.b) {
+		return nil, nameRef{}, &errScan{CodeParseError, "string expected"}
+	}
+	if bytes.IndexByte(s.b[i+1:end-1], '\\') < 0 {
+		return s.b[i+1 : end-1], nameRef{start: uint32(i + 1), end: uint32(end - 1)}, nil
+	}
+	n := len(s.unesc)
+	u, err := jsontext.AppendUnquote(s.unesc, s.b[i:end])
+	if err != nil {
+		return nil, nameRef{}, &errScan{CodeParseError, "invalid string"}
+	}
+	s.unesc = u
+	return u[n:len(u):len(u)], nameRef{start: uint32(n), end: uint32(len(u)), unesc: true}, nil
+}
+
+// value returns the end of the JSON value starting at i (i must not point at
+// whitespace), checking every nested object for case-folded duplicate names.
+func (s *scanner) value(i int) (int, *errScan) {
+	if i >= len(s.b) {
+		return 0, errTruncated()
+	}
+	switch c := s.b[i]; c {
+	case '"':
+		end, err := s.str(i)
+		return end, err
+	case '{':
+		if s.skip {
+			return s.skipContainer(i)
+		}
+		it, err := s.object(i)
+		if err != nil {
+			return 0, err
+		}
+		for {
+			_, ok, err := it.next()
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return it.end, nil
+			}
+		}
+	case '[':
+		if s.skip {
+			return s.skipContainer(i)
+		}
+		it, err := s.array(i)
+		if err != nil {
+			return 0, err
+		}
+		for {
+			_, _, ok, err := it.next()
+			if err != nil {
+				return 0, err
+			}
+			if !ok {
+				return it.end, nil
+			}
+		}
+	case 't', 'n':
+		return s.literal(i, 4)
+	case 'f':
+		return s.literal(i, 5)
+	default:
+		if c == '-' || (c >= '0' && c <= '9') {
+			j := i + 1
+			for j < len(s.b) {
+				switch s.b[j] {
+				case '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', '.', 'e', 'E', '+', '-':
+					j++
+					continue
+				}
+				break
+			}
+			return j, nil
+		}
+		return 0, &errScan{CodeParseError, "invalid character"}
+	}
+}
+
+// skipContainer returns the end of the object or array starting at i,
+// matching brackets outside strings.
+func (s *scanner) skipContainer(i int) (int, *errScan) {
+	depth := 0
+	for j := i; j < len(s.b); j++ {
+		switch s.b[j] {
+		case '"':
+			end, err := s.str(j)
+			if err != nil {
+				return 0, err
+			}
+			j = end - 1
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				return j + 1, nil
+			}
+		}
+	}
+	return 0, errTruncated()
+}
+
+func (s *scanner) literal(i, n int) (int, *errScan) {
+	if i+n > len(s.b) {
+		return 0, errTruncated()
+	}
+	return i + n, nil
+}
+
+func (s *scanner) enter() *errScan {
+	s.depth++
+	if s.depth > MaxDepth {
+		return &errScan{CodeInvalidRequest, "JSON nested deeper than the limit"}
+	}
+	return nil
+}
+
+// member is one object member: its unescaped name and its value's span.
+type member struct {
+	name         []byte
+	nStart       int // index of the name's opening quote
+	vStart, vEnd int
+}
+
+// objIter walks the members of one object.
+type objIter struct {
+	s     *scanner
+	i     int // next position to read
+	end   int // one past the closing brace, once done
+	base  int // index in s.names of this object's first name
+	fold  map[string]struct{}
+	first bool
+	done  bool
+}
+
+// object starts walking the object at i.
+func (s *scanner) object(i int) (objIter, *errScan) {
+	if err := s.enter(); err != nil {
+		return objIter{}, err
+	}
+	return objIter{s: s, i: i + 1, base: len(s.names), first: true}, nil
+}
+
+// next returns the next member, or ok false after the closing brace (then
+// it.end is set and the object's names are popped).
+func (it *objIter) next() (m member, ok bool, err *errScan) {
+	s := it.s
+	if it.done {
+		return member{}, false, nil
+	}
+	i := s.ws(it.i)
+	if i >= len(s.b) {
+		return member{}, false, errTruncated()
+	}
+	switch {
+	case s.b[i] == '}' && it.first:
+		return it.close(i)
+	case !it.first:
+		switch s.b[i] {
+		case '}':
+			return it.close(i)
+		case ',':
+			i = s.ws(i + 1)
+		default:
+			return member{}, false, &errScan{CodeParseError, "',' or '}' expected"}
+		}
+	}
+	it.first = false
+	i0 := i
+	nEnd, err := s.str(i)
+	if err != nil {
+		return member{}, false, err
+	}
+	name, ref, err := s.unquote(i, nEnd)
+	if err != nil {
+		return member{}, false, err
+	}
+	if err := it.addName(name, ref); err != nil {
+		return member{}, false, err
+	}
+	i = s.ws(nEnd)
+	if i >= len(s.b) || s.b[i] != ':' {
+		return member{}, false, &errScan{CodeParseError, "':' expected"}
+	}
+	vStart := s.ws(i + 1)
+	vEnd, err := s.value(vStart)
+	if err != nil {
+		return member{}, false, err
+	}
+	it.i = vEnd
+	return member{name: name, nStart: i0, vStart: vStart, vEnd: vEnd}, true, nil
+}
+
+func (it *objIter) close(i int) (member, bool, *errScan) {
+	it.done = true
+	it.end = i + 1
+	it.s.names = it.s.names[:it.base]
+	it.s.depth--
+	return member{}, false, nil
+}
+
+// addName records name, refusing one that equals an earlier name of the same
+// object under Unicode case folding. Servers written in Go with
+// encoding/json v1 (and .NET with case-insensitive options) match member
+// names case-insensitively, so {"Arguments":…,"arguments":…} would be read
+// differently by this guard and by such a server.
+func (it *objIter) addName(name []byte, ref nameRef) *errScan {
+	s := it.s
+	if it.fold != nil {
+		k := string(appendFold(nil, name))
+		if _, dup := it.fold[k]; dup {
+			return dupError(name)
+		}
+		it.fold[k] = struct{}{}
+		return nil
+	}
+	prev := s.names[it.base:]
+	for _, p := range prev {
+		if foldEqual(s.nameBytes(p), name) {
+			return dupError(name)
+		}
+	}
+	if len(prev) < linearNames {
+		s.names = append(s.names, ref)
+		return nil
+	}
+	it.fold = make(map[string]struct{}, 2*linearNames)
+	for _, p := range prev {
+		it.fold[string(appendFold(nil, s.nameBytes(p)))] = struct{}{}
+	}
+	it.fold[string(appendFold(nil, name))] = struct{}{}
+	return nil
+}
+
+func dupError(name []byte) *errScan {
+	return &errScan{CodeInvalidRequest, "duplicate member name " + quoteShort(name) + " (names must differ even ignoring case)"}
+}
+
+// arrIter walks the elements of one array.
+type arrIter struct {
+	s     *scanner
+	i     int
+	end   int
+	first bool
+	done  bool
+}
+
+func (s *scanner) array(i int) (arrIter, *errScan) {
+	if err := s.enter(); err != nil {
+		return arrIter{}, err
+	}
+	return arrIter{s: s, i: i + 1, first: true}, nil
+}
+
+// next returns the span of the next element, or ok false after the closing
+// bracket (then it.end is set).
+func (it *arrIter) next() (start, end int, ok bool, err *errScan) {
+	s := it.s
+	if it.done {
+		return 0, 0, false, nil
+	}
+	i := s.ws(it.i)
+	if i >= len(s.b) {
+		return 0, 0, false, errTruncated()
+	}
+	if s.b[i] == ']' {
+		it.done = true
+		it.end = i + 1
+		s.depth--
+		return 0, 0, false, nil
+	}
+	if !it.first {
+		if s.b[i] != ',' {
+			return 0, 0, false, &errScan{CodeParseError, "',' or ']' expected"}
+		}
+		i = s.ws(i + 1)
+	}
+	it.first = false
+	end, err = s.value(i)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	it.i = end
+	return i, end, true, nil
+}
+
+// foldRune maps r to a canonical member of its Unicode simple case folding
+// orbit (the smallest rune in it), so that foldRune(a) == foldRune(b) exactly
+// when a and b are equal ignoring case (including 'K' U+212A KELVIN SIGN and
+// 'ſ' U+017F LATIN SMALL LETTER LONG S, which encoding/json v1 treats as 'k'
+// and 's').
+func foldRune(r rune) rune {
+	if r < utf8.RuneSelf {
+		if 'a' <= r && r <= 'z' {
+			return r - 'a' + 'A'
+		}
+		return r
+	}
+	m := r
+	for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+		if f < m {
+			m = f
+		}
+	}
+	return m
+}
+
+// foldEqual reports whether a and b are equal under Unicode case folding.
+func foldEqual(a, b []byte) bool {
+	for len(a) > 0 && len(b) > 0 {
+		ca, cb := a[0], b[0]
+		if ca|cb < utf8.RuneSelf {
+			if ca != cb && foldRune(rune(ca)) != foldRune(rune(cb)) {
+				return false
+			}
+			a, b = a[1:], b[1:]
+			continue
+		}
+		ra, na := utf8.DecodeRune(a)
+		rb, nb := utf8.DecodeRune(b)
+		if ra != rb && foldRune(ra) != foldRune(rb) {
+			return false
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) == 0 && len(b) == 0
+}
+
+// appendFold appends the case-folded form of name to dst.
+func appendFold(dst, name []byte) []byte {
+	for len(name) > 0 {
+		r, n := utf8.DecodeRune(name)
+		dst = utf8.AppendRune(dst, foldRune(r))
+		name = name[n:]
+	}
+	return dst
+}
+
+// quoteShort quotes b as a JSON string, shortened to keep error messages
+// small.
+func quoteShort(b []byte) string {
+	const max = 64
+	if len(b) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(b[cut]) {
+			cut--
+		}
+		q, _ := jsontext.AppendQuote(nil, b[:cut])
+		return string(q) + "…"
+	}
+	q, _ := jsontext.AppendQuote(nil, b)
+	return string(q)
+}

@@ -1,0 +1,29 @@
+package processor
+
+// Observer is told what each stream did; the metrics package implements it.
+// Labels passed are from small fixed sets.
+type Observer interface {
+	StreamOpened()
+	StreamClosed()
+	// Message counts a message received from Envoy, by oneof name.
+	Message(kind string)
+	// ModeOverride counts the body mode chosen ("skip", "request_buffered",
+	// "response_none", "response_buffered", "response_streamed").
+	ModeOverride(mode string)
+	// Immediate counts an immediate response by reason ("blocked",
+	// "plugin_error", "invalid_request", "too_large", "unsupported_encoding",
+	// "internal").
+	Immediate(reason string)
+	// BodyInspected counts a body (or SSE event) parsed, by direction
+	// ("request", "response"), with its size.
+	BodyInspected(direction string, bytes int)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) StreamOpened()             {}
+func (nopObserver) StreamClosed()             {}
+func (nopObserver) Message(string)            {}
+func (nopObserver) ModeOverride(string)       {}
+func (nopObserver) Immediate(string)          {}
+func (nopObserver) BodyInspected(string, int) {}

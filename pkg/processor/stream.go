@@ -1,0 +1,549 @@
+package processor
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/rs/zerolog"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
+)
+
+// responseMode is how the response body of a stream is read.
+type responseMode int
+
+const (
+	respNone responseMode = iota
+	respBuffered
+	respStreamed
+)
+
+// stream is the state of one ext_proc stream, i.e. one HTTP request.
+type stream struct {
+	ctx  context.Context
+	snap *Snapshot
+	log  zerolog.Logger
+	obs  Observer
+
+	requestID string
+	sessionID string
+	global    cpex.GlobalContext
+	forwarded map[string]string // request headers forwarded to tool_pre_invoke
+
+	// wantRequestBody: the request-headers reply asked for the body.
+	wantRequestBody bool
+	sawRequestBody  bool
+	// pending are the requests of this stream whose response a post hook
+	// applies to, by raw JSON-RPC id.
+	pending map[string]*pendingCall
+
+	mode    responseMode
+	sse     *sse.Decoder
+	sseDead bool // the SSE stream overflowed and is being dropped (fail closed)
+	held    int  // bytes of the SSE stream held back so far
+}
+
+// pendingCall is a hooked request waiting for its response.
+type pendingCall struct {
+	post   cpex.HookType
+	target string // tool name, prompt name or resource uri
+	rc     *executor.RequestContext
+}
+
+func newStream(ctx context.Context, snap *Snapshot, log zerolog.Logger, obs Observer) *stream {
+	return &stream{ctx: ctx, snap: snap, log: log, obs: obs}
+}
+
+// requestHeaders decides whether this request can carry a hooked MCP message.
+// Only a POST to an MCP path needs its body; everything else (GET SSE streams,
+// DELETE, non-MCP paths) is told to skip bodies and response headers.
+func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	var method, path, authority, encoding string
+	set := st.snap.Settings
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		v := headerValue(hv)
+		switch k := hv.GetKey(); k {
+		case ":method":
+			method = v
+		case ":path":
+			path = v
+		case ":authority":
+			authority = v
+		case "x-request-id":
+			st.requestID = v
+		case "mcp-session-id":
+			st.sessionID = v
+		case "content-encoding":
+			encoding = strings.ToLower(strings.TrimSpace(v))
+		default:
+			if k == set.UserHeader && k != "" {
+				st.global.User = userJSON(v)
+			}
+			if k == set.TenantHeader && k != "" {
+				st.global.TenantID = v
+			}
+			if k == set.ServerHeader && k != "" {
+				st.global.ServerID = v
+			}
+			if forwardHeader(set.ForwardHeaders, k) {
+				if st.forwarded == nil {
+					st.forwarded = make(map[string]string)
+				}
+				st.forwarded[k] = v
+			}
+		}
+	}
+	if method != http.MethodPost || !set.IsMCPPath(path) || !st.anyHook() {
+		st.obs.ModeOverride("skip")
+		return requestHeadersReply(modeSkipAll())
+	}
+	if st.requestID == "" {
+		st.requestID = rand.Text()
+	}
+	st.log = st.log.With().Str("request_id", st.requestID).Str("mcp_session_id", st.sessionID).Logger()
+	st.global.RequestID = st.requestID
+	st.global.Metadata = map[string]any{"path": path, "authority": authority}
+	if st.sessionID != "" {
+		st.global.Metadata["mcp_session_id"] = st.sessionID
+	}
+	if encoding != "" && encoding != "identity" {
+		// A body the sidecar cannot read must not reach the server uninspected.
+		st.obs.Immediate("unsupported_encoding")
+		st.log.Warn().Str("content_encoding", encoding).Msg("refused: content-encoding not supported on MCP requests")
+		return jsonRPCReply(http.StatusUnsupportedMediaType,
+			mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest, "content-encoding "+strconv.Quote(encoding)+" is not supported on MCP requests", nil), false, nil)
+	}
+	if h.GetEndOfStream() {
+		// A POST without a body holds no MCP message; the server answers it.
+		st.obs.ModeOverride("skip")
+		return requestHeadersReply(modeSkipAll())
+	}
+	st.wantRequestBody = true
+	st.obs.ModeOverride("request_buffered")
+	return requestHeadersReply(modeInspectRequest())
+}
+
+// anyHook reports whether any MCP hook has a plugin.
+func (st *stream) anyHook() bool {
+	for _, h := range cpex.MCPHooks {
+		if st.snap.Hooks.Applies(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// requestBody inspects the buffered request body.
+func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	st.sawRequestBody = true
+	if !st.wantRequestBody {
+		return bodyReply(false, nil, false)
+	}
+	body := b.GetBody()
+	if max := st.snap.Settings.MaxBodyBytes; max > 0 && int64(len(body)) > max {
+		st.obs.Immediate("too_large")
+		st.log.Warn().Int("bytes", len(body)).Int64("limit", max).Msg("refused: request body over the inspection limit")
+		return jsonRPCReply(http.StatusRequestEntityTooLarge, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
+			fmt.Sprintf("request body of %d bytes exceeds the inspection limit of %d bytes", len(body), max), nil), false, nil)
+	}
+	st.obs.BodyInspected("request", len(body))
+	msgs, err := mcpmsg.Parse(body)
+	if err != nil {
+		code, reason := mcpmsg.CodeParseError, err.Error()
+		if e, ok := err.(*mcpmsg.Error); ok {
+			code, reason = e.Code, e.Message
+		}
+		st.obs.Immediate("invalid_request")
+		st.log.Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
+		return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(nil, code, reason, nil), false, nil)
+	}
+	var (
+		replaced   map[int][]byte
+		refusals   []refusal
+		setHeaders map[string]string
+	)
+	for i := range msgs.Messages {
+		m := &msgs.Messages[i]
+		if m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification {
+			continue
+		}
+		hook, post, ok := preHook(m.Method)
+		if !ok {
+			continue
+		}
+		call, err := parseCall(hook, m.Params)
+		if err != nil {
+			refusals = append(refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInvalidParams, message: err.Error(), status: http.StatusBadRequest, reason: "invalid_request"})
+			continue
+		}
+		rc := executor.NewRequestContext(st.global)
+		if m.ID != nil && st.snap.Hooks.Applies(post) {
+			if st.pending == nil {
+				st.pending = make(map[string]*pendingCall)
+			}
+			st.pending[string(m.ID)] = &pendingCall{post: post, target: call.target, rc: rc}
+		}
+		if !st.snap.Hooks.Applies(hook) {
+			continue
+		}
+		payload, err := call.payload(hook, st.forwarded)
+		if err != nil {
+			refusals = append(refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInvalidParams, message: err.Error(), status: http.StatusBadRequest, reason: "invalid_request"})
+			continue
+		}
+		out := st.snap.Hooks.Run(st.ctx, hook, payload, rc, call.executorTarget(hook))
+		if r, blocked := st.refusalOf(out, i, m.ID, hook); blocked {
+			refusals = append(refusals, r)
+			continue
+		}
+		if out.Modified {
+			msg, hdrs, err := rewriteRequest(*m, hook, out.Payload, st.forwarded)
+			if err != nil {
+				refusals = append(refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError,
+					message: "plugin returned an unusable payload: " + err.Error(), status: http.StatusOK, reason: "plugin_error"})
+				continue
+			}
+			if replaced == nil {
+				replaced = make(map[int][]byte)
+			}
+			replaced[i] = msg
+			for k, v := range hdrs {
+				if setHeaders == nil {
+					setHeaders = make(map[string]string)
+				}
+				setHeaders[k] = v
+			}
+			st.log.Debug().Str("hook", string(hook)).Str("target", call.target).Msg("request rewritten by plugins")
+		}
+	}
+	if len(refusals) > 0 {
+		return st.refuse(msgs, refusals)
+	}
+	if replaced == nil && setHeaders == nil {
+		return bodyReply(false, nil, false)
+	}
+	newBody := body
+	if replaced != nil {
+		newBody = mcpmsg.Join(msgs, replaced)
+	}
+	resp := bodyReply(false, newBody, true)
+	cr := resp.GetRequestBody().GetResponse()
+	for k, v := range setHeaders {
+		cr.HeaderMutation.SetHeaders = append(cr.HeaderMutation.SetHeaders, header(k, v))
+	}
+	return resp
+}
+
+// responseHeaders picks the response body mode: NONE when no post hook can
+// apply, BUFFERED for JSON, STREAMED for SSE (contract §3.1, §3.2).
+func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if st.wantRequestBody && !st.sawRequestBody {
+		// We asked for the request body and never got it: Envoy ignored our
+		// mode_override, so no pre hook ran. Never pass that silently.
+		st.obs.Immediate("internal")
+		st.log.Error().Msg("request body was never sent: set allow_mode_override: true on the ext_proc filter")
+		return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
+			"mcp-extproc misconfigured: Envoy did not send the request body (allow_mode_override must be true)", nil), false, nil)
+	}
+	if len(st.pending) == 0 || h.GetEndOfStream() {
+		st.obs.ModeOverride("response_none")
+		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil)
+	}
+	var status int
+	var contentType string
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		switch hv.GetKey() {
+		case ":status":
+			status, _ = strconv.Atoi(headerValue(hv))
+		case "content-type":
+			contentType = headerValue(hv)
+		}
+	}
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case status < 200 || status > 299:
+		st.obs.ModeOverride("response_none")
+		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil)
+	case mediaType == "application/json":
+		st.mode = respBuffered
+		st.obs.ModeOverride("response_buffered")
+		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_BUFFERED), nil)
+	case mediaType == "text/event-stream":
+		st.mode = respStreamed
+		st.sse = sse.NewDecoder(int(st.snap.Settings.MaxBodyBytes))
+		st.obs.ModeOverride("response_streamed")
+		// Envoy decided about content-length under the old mode; a rewritten
+		// stream changes the length, so drop it here (contract §4).
+		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_STREAMED),
+			&extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}})
+	default:
+		st.obs.ModeOverride("response_none")
+		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil)
+	}
+}
+
+// responseBody runs post hooks on a buffered JSON body or on SSE chunks.
+func (st *stream) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	switch st.mode {
+	case respBuffered:
+		return st.bufferedResponse(b.GetBody())
+	case respStreamed:
+		return st.streamedResponse(b.GetBody(), b.GetEndOfStream())
+	default:
+		return bodyReply(true, nil, false)
+	}
+}
+
+func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
+	if max := st.snap.Settings.MaxBodyBytes; max > 0 && int64(len(body)) > max {
+		return st.tooLargeResponse(len(body))
+	}
+	st.obs.BodyInspected("response", len(body))
+	msgs, err := mcpmsg.Parse(body)
+	if err != nil {
+		// The server's own answer is not JSON-RPC: nothing to hook, and the
+		// client will report it. Log, do not rewrite.
+		st.log.Warn().Err(err).Msg("response body is not valid JSON-RPC; passed unchanged")
+		return bodyReply(true, nil, false)
+	}
+	replaced := st.postHooks(msgs)
+	if replaced == nil {
+		return bodyReply(true, nil, false)
+	}
+	return bodyReply(true, mcpmsg.Join(msgs, replaced), true)
+}
+
+// tooLargeResponse applies the on_error policy to a response body that
+// cannot be inspected: fail closed answers every pending id with an error,
+// fail open passes the body unchanged.
+func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
+	max := st.snap.Settings.MaxBodyBytes
+	if !st.pendingFailClosed() {
+		st.log.Warn().Int("bytes", n).Int64("limit", max).Msg("response over the inspection limit passed uninspected (plugins fail open)")
+		return bodyReply(true, nil, false)
+	}
+	st.obs.Immediate("too_large")
+	st.log.Warn().Int("bytes", n).Int64("limit", max).Msg("refused: response over the inspection limit")
+	var errs [][]byte
+	for id := range st.pending {
+		errs = append(errs, mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError,
+			fmt.Sprintf("response of %d bytes exceeds the inspection limit of %d bytes", n, max), nil))
+	}
+	st.pending = nil
+	body := errs[0]
+	if len(errs) > 1 {
+		body = joinArray(errs)
+	}
+	return bodyReply(true, body, true)
+}
+
+func (st *stream) pendingFailClosed() bool {
+	for _, p := range st.pending {
+		if st.snap.Hooks.FailClosed(p.post) {
+			return true
+		}
+	}
+	return false
+}
+
+// streamedResponse handles one SSE chunk: complete events are re-emitted as
+// they were, except the data of a hooked result; an incomplete event is held
+// until its end arrives. Every chunk is answered at once.
+func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
+	if st.sseDead {
+		return bodyReply(true, []byte{}, false)
+	}
+	heldBefore := len(st.sse.Pending())
+	events, err := st.sse.Feed(chunk)
+	if err != nil {
+		return st.sseOverflow(err)
+	}
+	var out []byte
+	changed := false
+	emitted := 0
+	for i := range events {
+		ev := &events[i]
+		emitted += len(ev.Raw)
+		if rewritten := st.sseEvent(ev); rewritten != nil {
+			if !changed {
+				changed = true
+				for _, prev := range events[:i] {
+					out = append(out, prev.Raw...)
+				}
+			}
+			out = append(out, rewritten...)
+			continue
+		}
+		if changed {
+			out = append(out, ev.Raw...)
+		}
+	}
+	pending := st.sse.Pending()
+	if eos && len(pending) > 0 {
+		// An unterminated last event: the server ended the stream mid-event.
+		// Deliver the bytes as they were; a client would have seen the same.
+		emitted += len(pending)
+		if changed {
+			out = append(out, pending...)
+		}
+	}
+	if !changed {
+		if heldBefore == 0 && emitted == len(chunk) {
+			return bodyReply(true, nil, false) // byte for byte, no copy
+		}
+		out = make([]byte, 0, emitted)
+		for _, ev := range events {
+			out = append(out, ev.Raw...)
+		}
+		if eos {
+			out = append(out, pending...)
+		}
+	}
+	return bodyReply(true, out, false)
+}
+
+// sseEvent runs post hooks on the JSON-RPC messages of one event and returns
+// the rewritten event, or nil when it passes unchanged.
+func (st *stream) sseEvent(ev *sse.Event) []byte {
+	if len(st.pending) == 0 || len(ev.Data) == 0 {
+		return nil
+	}
+	msgs, err := mcpmsg.Parse(ev.Data)
+	if err != nil {
+		return nil // not JSON-RPC (a ping, a comment-like payload): not ours to judge
+	}
+	st.obs.BodyInspected("response", len(ev.Data))
+	replaced := st.postHooks(msgs)
+	if replaced == nil {
+		return nil
+	}
+	return ev.WithData(mcpmsg.Join(msgs, replaced))
+}
+
+// sseOverflow handles an SSE event larger than the inspection limit: fail
+// open passes the rest of the stream untouched; fail closed answers every
+// pending id with an error event and drops the rest, so the client sees a
+// well-formed stream and never a truncated result.
+func (st *stream) sseOverflow(err error) *extprocv3.ProcessingResponse {
+	held := st.sse.Pending()
+	if !st.pendingFailClosed() {
+		st.log.Warn().Err(err).Msg("SSE event over the inspection limit passed uninspected (plugins fail open)")
+		st.mode = respNone
+		return bodyReply(true, append([]byte(nil), held...), false)
+	}
+	st.log.Warn().Err(err).Msg("refused: SSE event over the inspection limit")
+	st.obs.Immediate("too_large")
+	st.sseDead = true
+	var out []byte
+	for id := range st.pending {
+		data := mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError,
+			fmt.Sprintf("result exceeds the inspection limit of %d bytes", st.snap.Settings.MaxBodyBytes), nil)
+		out = append(out, "event: message\ndata: "...)
+		out = append(out, data...)
+		out = append(out, "\n\n"...)
+	}
+	st.pending = nil
+	return bodyReply(true, out, false)
+}
+
+// postHooks runs the post hook of every response in msgs whose id is pending
+// and returns the replaced elements, or nil when nothing changed.
+func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
+	var replaced map[int][]byte
+	for i := range msgs.Messages {
+		m := &msgs.Messages[i]
+		if m.Kind != mcpmsg.KindResponse && m.Kind != mcpmsg.KindError {
+			continue
+		}
+		p, ok := st.pending[string(m.ID)]
+		if !ok {
+			continue
+		}
+		delete(st.pending, string(m.ID))
+		if m.Kind == mcpmsg.KindError {
+			continue // the server refused; nothing to inspect
+		}
+		payload, err := postPayload(p.post, p.target, m.Result)
+		var out executor.Outcome
+		if err == nil {
+			out = st.snap.Hooks.Run(st.ctx, p.post, payload, p.rc, targetFor(p.post, p.target))
+		}
+		var msg []byte
+		if err != nil {
+			msg = mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "response cannot be inspected: "+err.Error(), nil)
+		} else if r, blocked := st.refusalOf(out, i, m.ID, p.post); blocked {
+			msg = r.errorResponse()
+		} else if out.Modified {
+			result, err := resultOf(p.post, out.Payload)
+			if err == nil {
+				msg, err = mcpmsg.ReplaceResult(*m, result)
+			}
+			if err != nil {
+				st.log.Warn().Err(err).Str("hook", string(p.post)).Msg("plugin returned an unusable result; refused")
+				msg = mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "plugin returned an unusable result: "+err.Error(), nil)
+			}
+		} else {
+			continue
+		}
+		if replaced == nil {
+			replaced = make(map[int][]byte)
+		}
+		replaced[i] = msg
+	}
+	return replaced
+}
+
+func internalError(st *stream, reason string) *extprocv3.ProcessingResponse {
+	st.obs.Immediate("internal")
+	return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError, reason, nil), false, nil)
+}
+
+func headerValue(hv *corev3.HeaderValue) string {
+	if raw := hv.GetRawValue(); len(raw) > 0 {
+		return string(raw)
+	}
+	return hv.GetValue()
+}
+
+// userJSON keeps a user header as a JSON string for the plugin context.
+func userJSON(v string) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func forwardHeader(list []string, key string) bool {
+	for _, h := range list {
+		if h == key {
+			return true
+		}
+	}
+	return false
+}
+
+func joinArray(elems [][]byte) []byte {
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
+}
