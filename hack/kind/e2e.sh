@@ -63,6 +63,10 @@ load_pid=$!
 sleep "$RESTART_AFTER"
 k rollout restart deployment/example-plugin
 k rollout status deployment/example-plugin --timeout=120s
+if ! kill -0 "$load_pid" 2>/dev/null; then
+	echo "the load ended before the plugin restart completed: raise DURATION (KIND_E2E_DURATION)" >&2
+	exit 1
+fi
 status=0
 wait "$load_pid" || status=$?
 load_pid=

@@ -82,6 +82,29 @@ type envoyFilter struct {
 	} `json:"spec"`
 }
 
+// prometheusRule is the Prometheus Operator's PrometheusRule (for alert
+// examples), decoded strictly.
+type prometheusRule struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   metav1.ObjectMeta `json:"metadata"`
+	Spec       struct {
+		Groups []struct {
+			Name     string `json:"name"`
+			Interval string `json:"interval,omitempty"`
+			Rules    []struct {
+				Alert         string            `json:"alert,omitempty"`
+				Record        string            `json:"record,omitempty"`
+				Expr          string            `json:"expr"`
+				For           string            `json:"for,omitempty"`
+				KeepFiringFor string            `json:"keep_firing_for,omitempty"`
+				Labels        map[string]string `json:"labels,omitempty"`
+				Annotations   map[string]string `json:"annotations,omitempty"`
+			} `json:"rules"`
+		} `json:"groups"`
+	} `json:"spec"`
+}
+
 type envoyConfigPatch struct {
 	ApplyTo string `json:"applyTo"`
 	Match   *struct {
@@ -247,6 +270,8 @@ func render(s snapshot, dir string) (*rendered, []error) {
 		case "networking.istio.io/v1alpha3 EnvoyFilter":
 			o := &envoyFilter{}
 			r.envoyFilters, target = append(r.envoyFilters, o), o
+		case "monitoring.coreos.com/v1 PrometheusRule":
+			target = &prometheusRule{}
 		default:
 			errs = append(errs, fmt.Errorf("%s: unexpected kind %q (add its strict decoding to the checks)", where, gvk))
 			continue
@@ -490,6 +515,11 @@ func checkPod(s snapshot, r *rendered, pd *pod, p *problems) {
 				p.addf("%s: %s port %s is not a port of the container", where, kind, port.String())
 			}
 		}
+		for _, cp := range c.Ports {
+			if cp.Name != "" && !validPortName(cp.Name) {
+				p.addf("%s: port name %q is not an IANA service name (at most 15 of a-z, 0-9, '-', with a letter)", where, cp.Name)
+			}
+		}
 		for _, m := range c.VolumeMounts {
 			if volumes[m.Name] == nil {
 				p.addf("%s: volumeMount %s names no volume", where, m.Name)
@@ -509,6 +539,16 @@ func checkPod(s snapshot, r *rendered, pd *pod, p *problems) {
 	if pd.envoy != nil {
 		checkEnvoyContainer(s, r, pd, p)
 	}
+	if pd.extproc != nil {
+		checkGracePeriod(pd, p)
+	}
+}
+
+// validPortName reports whether a container port name is a valid
+// IANA_SVC_NAME, as the API server requires.
+func validPortName(n string) bool {
+	return len(n) <= 15 && regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`).MatchString(n) &&
+		!strings.Contains(n, "--") && strings.ContainsAny(n, "abcdefghijklmnopqrstuvwxyz")
 }
 
 // checkSecurity checks the restricted Pod Security rules for one container.
@@ -633,6 +673,8 @@ func checkExtprocContainer(r *rendered, pd *pod, c *corev1.Container, where stri
 		p.addf("%s: no --config", where)
 	} else if data, err := mountedFile(r, pd, c, cfgPath); err != nil {
 		p.addf("%s: --config: %v", where, err)
+	} else if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.SubPath != "" && m.MountPath == cfgPath }) {
+		p.addf("%s: --config %s is mounted with subPath: ConfigMap updates never reach it, so the live reload cannot happen", where, cfgPath)
 	} else if cfg, err := config.Parse(data, nil); err != nil {
 		p.addf("%s: --config %s is not a valid configuration:\n%v", where, cfgPath, err)
 	} else {
@@ -786,23 +828,36 @@ func checkEnvoyContainer(s snapshot, r *rendered, pd *pod, p *problems) {
 	if len(facts.upstreamHCPaths) == 0 {
 		p.addf("%s: the upstream cluster has no active health check: nothing reports a dead MCP server", where)
 	}
-	// The processor must outlive Envoy: it stops last and drains.
-	var longest time.Duration
-	for _, mc := range pd.spec.Containers {
-		longest = max(longest, preStopSleep(&mc))
+	if !isNativeSidecar(pd.spec, ex.c) {
+		p.addf("%s: run extproc as a native sidecar (initContainers, restartPolicy Always) so it starts before and stops after Envoy", pd.where)
 	}
-	need := longest + ex.grace
-	if g := pd.spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= need {
-		p.addf("%s: terminationGracePeriodSeconds must exceed the preStop sleep (%v) plus extproc's grace period (%v)", pd.where, longest, ex.grace)
-	}
-	isSidecar := false
-	for _, ic := range pd.spec.InitContainers {
-		if ic.Name == ex.c.Name && ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			isSidecar = true
+}
+
+// isNativeSidecar reports whether c is an init container that keeps running.
+func isNativeSidecar(spec *corev1.PodSpec, c *corev1.Container) bool {
+	for _, ic := range spec.InitContainers {
+		if ic.Name == c.Name && ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			return true
 		}
 	}
-	if !isSidecar {
-		p.addf("%s: run extproc as a native sidecar (initContainers, restartPolicy Always) so it starts before and stops after Envoy", pd.where)
+	return false
+}
+
+// checkGracePeriod checks that a Pod with extproc gives it time to drain:
+// a native sidecar is stopped only after the other containers (and their
+// preStop sleeps); then its own preStop and --grace-period run.
+func checkGracePeriod(pd *pod, p *problems) {
+	ex := pd.extproc
+	var before time.Duration
+	if isNativeSidecar(pd.spec, ex.c) {
+		for i := range pd.spec.Containers {
+			before = max(before, preStopSleep(&pd.spec.Containers[i]))
+		}
+	}
+	need := before + preStopSleep(ex.c) + ex.grace
+	if g := pd.spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= need {
+		p.addf("%s: terminationGracePeriodSeconds must exceed the preStop sleeps (%v) plus extproc's grace period (%v)",
+			pd.where, need-ex.grace, ex.grace)
 	}
 }
 

@@ -267,7 +267,9 @@ func (s *Server) handle(inst *instance, next http.Handler, w http.ResponseWriter
 	inst.mu.Lock()
 	if inst.closing {
 		inst.mu.Unlock()
-		return
+		// A killed server never answers: drop the connection, as a real
+		// process going away would, instead of an empty 200.
+		panic(http.ErrAbortHandler)
 	}
 	inst.handlers.Add(1)
 	inst.mu.Unlock()

@@ -13,29 +13,21 @@ import (
 // readiness implements the documented rule: the sidecar is ready once every
 // plugin that must be consulted (on_error fail, not disabled) has completed
 // its start-up sequence at least once. Plugins that fail open never hold
-// readiness back. Readiness latches per plugin: a plugin outage later is
-// handled by its on_error policy, not by taking every sidecar pod out of its
-// Service at once (which would turn one plugin's outage into a full outage).
+// readiness back. Readiness latches per plugin: a later plugin outage is
+// handled by the plugin's on_error policy, not by taking every sidecar pod
+// out of its Service at once (which would turn one plugin's outage into a
+// full outage of the MCP server).
 type readiness struct {
-	pool     *pluginclient.Pool
-	must     []string // plugins that gate readiness
-	all      []string
+	current  func() *generation
 	draining atomic.Bool
 
 	mu      sync.Mutex
 	started map[string]bool
 }
 
-func newReadiness(cfg *config.Config, pool *pluginclient.Pool) *readiness {
-	r := &readiness{pool: pool, started: map[string]bool{}}
-	for i := range cfg.Plugins {
-		p := &cfg.Plugins[i]
-		r.all = append(r.all, p.Name)
-		if p.EffectiveMode() != config.ModeDisabled && p.EffectiveOnError(cfg.PluginSettings) == config.OnErrorFail {
-			r.must = append(r.must, p.Name)
-		}
-	}
-	return r
+// gates reports whether plugin p must have started before the sidecar is ready.
+func gates(p *config.Plugin, s config.PluginSettings) bool {
+	return p.EffectiveMode() != config.ModeDisabled && p.EffectiveOnError(s) == config.OnErrorFail
 }
 
 // check updates the latches and reports readiness.
@@ -43,19 +35,20 @@ func (r *readiness) check() bool {
 	if r.draining.Load() {
 		return false
 	}
+	g := r.current()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, name := range r.all {
-		if r.pool.State(name) == pluginclient.Ready {
-			r.started[name] = true
+	ok := true
+	for i := range g.cfg.Plugins {
+		p := &g.cfg.Plugins[i]
+		if g.set.State(p.Name) == pluginclient.Ready {
+			r.started[p.Name] = true
+		}
+		if gates(p, g.cfg.PluginSettings) && !r.started[p.Name] {
+			ok = false
 		}
 	}
-	for _, name := range r.must {
-		if !r.started[name] {
-			return false
-		}
-	}
-	return true
+	return ok
 }
 
 type pluginStatus struct {
@@ -66,17 +59,19 @@ type pluginStatus struct {
 
 func (r *readiness) serveHTTP(w http.ResponseWriter, _ *http.Request) {
 	ok := r.check()
+	g := r.current()
 	body := struct {
 		Ready   bool                    `json:"ready"`
 		Plugins map[string]pluginStatus `json:"plugins"`
 	}{Ready: ok, Plugins: map[string]pluginStatus{}}
 	r.mu.Lock()
-	for _, name := range r.all {
-		st := pluginStatus{State: r.pool.State(name).String(), Started: r.started[name]}
-		for _, m := range r.must {
-			st.GatesReady = st.GatesReady || m == name
+	for i := range g.cfg.Plugins {
+		p := &g.cfg.Plugins[i]
+		body.Plugins[p.Name] = pluginStatus{
+			State:      g.set.State(p.Name).String(),
+			Started:    r.started[p.Name],
+			GatesReady: gates(p, g.cfg.PluginSettings),
 		}
-		body.Plugins[name] = st
 	}
 	r.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")

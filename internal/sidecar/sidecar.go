@@ -1,7 +1,7 @@
-// Package sidecar wires mcp-extproc together: configuration, the plugin pool,
-// the executor, the ext_proc gRPC server with health, and the admin HTTP
-// server. cmd/extproc parses flags and calls Run; tests and the demo run the
-// same code in-process.
+// Package sidecar wires mcp-extproc together: configuration and its hot
+// reload, the plugin pools, the executor, the ext_proc gRPC server with
+// health, and the admin HTTP server. cmd/extproc parses flags and calls Run;
+// tests and the demo run the same code in-process.
 package sidecar
 
 import (
@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,14 +26,16 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
 
 // Options configure a sidecar.
 type Options struct {
-	Config     *config.Config
-	ConfigPath string // for reload; may be empty
+	Config *config.Config
+	// ConfigPath is watched for changes (hot reload) when set.
+	ConfigPath string
 	GRPCAddr   string
 	AdminAddr  string
 	Logger     zerolog.Logger
@@ -41,12 +45,40 @@ type Options struct {
 	// ReadyCheckInterval is how often plugin states are read into the health
 	// status. Default 500 ms.
 	ReadyCheckInterval time.Duration
+	// ReloadInterval is how often ConfigPath is checked for a change.
+	// Default 2 s; negative disables polling (Reload still works).
+	ReloadInterval time.Duration
+	// Reload, if set, forces a reload on every receive (SIGHUP).
+	Reload <-chan struct{}
+	// Pprof serves net/http/pprof on the admin server.
+	Pprof bool
 	// Started, if set, receives the bound addresses once both servers listen.
 	Started func(grpcAddr, adminAddr net.Addr)
 }
 
 // ExtProcService is the gRPC service name reported by the health service.
 const ExtProcService = "envoy.service.ext_proc.v3.ExternalProcessor"
+
+// generation is one configuration in force: the plugins and the executor
+// built from it. Streams keep the generation they started with.
+type generation struct {
+	cfg  *config.Config
+	set  *pluginSet
+	exec *executor.Executor
+	snap *processor.Snapshot
+}
+
+// sidecar is the running state Run owns.
+type sidecar struct {
+	opts    Options
+	log     zerolog.Logger
+	metrics *metrics.Metrics
+	current atomic.Pointer[generation]
+	// retired holds work that outlives a reload: closing the executor and
+	// the pools of a replaced generation once its streams are done.
+	retired sync.WaitGroup
+	stop    context.Context // done when Run shuts down
+}
 
 // Run runs the sidecar until ctx is done, then drains and returns nil, or
 // returns the error that stopped it.
@@ -57,35 +89,29 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ReadyCheckInterval == 0 {
 		opts.ReadyCheckInterval = 500 * time.Millisecond
 	}
-	log := opts.Logger
-	cfg := opts.Config
-
+	if opts.ReloadInterval == 0 {
+		opts.ReloadInterval = 2 * time.Second
+	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &sidecar{opts: opts, log: opts.Logger, metrics: metrics.New(reg), stop: ctx}
 
-	pool, err := pluginclient.NewPool(cfg.Plugins, cfg.PluginSettings, pluginclient.Options{
-		Logger:              log.With().Str("component", "pluginclient").Logger(),
-		HealthCheckInterval: cfg.PluginSettings.HealthCheckInterval(),
-		PluginTimeout:       cfg.PluginSettings.Timeout(),
-	})
+	gen, created, _, err := s.build(opts.Config, nil)
 	if err != nil {
-		return fmt.Errorf("plugin pool: %w", err)
+		return err
 	}
-	poolCtx, stopPool := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopPool()
-	pool.Start(poolCtx)
+	poolCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopPools()
+	for _, p := range created {
+		p.Start(poolCtx)
+	}
+	s.current.Store(gen)
+	s.metrics.ConfigApplied(time.Now())
 
-	exec := executor.New(pool, executor.Options{
-		Settings:    cfg.PluginSettings,
-		HookTimeout: cfg.Extproc.HookTimeout.Duration,
-		Logger:      log.With().Str("component", "executor").Logger(),
-		IsDown:      func(err error) bool { return errors.Is(err, pluginclient.ErrPluginDown) },
-	})
-	var snap atomic.Pointer[processor.Snapshot]
-	snap.Store(&processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec})
 	proc := processor.New(processor.Options{
-		Logger:   log.With().Str("component", "processor").Logger(),
-		Snapshot: snap.Load,
+		Logger:   s.log.With().Str("component", "processor").Logger(),
+		Snapshot: func() *processor.Snapshot { return s.current.Load().snap },
+		Observer: s.metrics,
 	})
 
 	grpcLis, err := net.Listen("tcp", opts.GRPCAddr)
@@ -102,7 +128,7 @@ func Run(ctx context.Context, opts Options) error {
 	extprocv3.RegisterExternalProcessorServer(gs, proc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(gs, hs)
-	ready := newReadiness(cfg, pool)
+	ready := &readiness{current: func() *generation { return s.current.Load() }, started: map[string]bool{}}
 	setHealth := func(serving bool) {
 		st := healthpb.HealthCheckResponse_NOT_SERVING
 		if serving {
@@ -113,7 +139,7 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	setHealth(ready.check())
 
-	admin := &http.Server{Handler: adminMux(reg, ready), ReadHeaderTimeout: 5 * time.Second}
+	admin := &http.Server{Handler: adminMux(reg, ready, opts.Pprof), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 2)
 	go func() { errc <- gs.Serve(grpcLis) }()
 	go func() {
@@ -126,11 +152,18 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Started != nil {
 		opts.Started(grpcLis.Addr(), adminLis.Addr())
 	}
-	log.Info().Str("grpc_addr", grpcLis.Addr().String()).Str("admin_addr", adminLis.Addr().String()).
-		Int("plugins", len(cfg.Plugins)).Msg("mcp-extproc started")
+	s.log.Info().Str("grpc_addr", grpcLis.Addr().String()).Str("admin_addr", adminLis.Addr().String()).
+		Int("plugins", len(opts.Config.Plugins)).Msg("mcp-extproc started")
 
+	w := newWatcher(opts.ConfigPath)
 	ticker := time.NewTicker(opts.ReadyCheckInterval)
 	defer ticker.Stop()
+	var reloadTick <-chan time.Time
+	if opts.ConfigPath != "" && opts.ReloadInterval > 0 {
+		rt := time.NewTicker(opts.ReloadInterval)
+		defer rt.Stop()
+		reloadTick = rt.C
+	}
 	var runErr error
 loop:
 	for {
@@ -144,12 +177,19 @@ loop:
 			if !ready.draining.Load() {
 				setHealth(ready.check())
 			}
+		case <-reloadTick:
+			if w.changed() {
+				s.reload(poolCtx, w)
+			}
+		case <-opts.Reload:
+			w.changed() // take in the current content
+			s.reload(poolCtx, w)
 		}
 	}
 
 	// Drain: report NOT_SERVING, refuse new streams, let open ones finish
 	// within the grace period, then close plugin sessions.
-	log.Info().Dur("grace_period", opts.GracePeriod).Msg("shutting down: draining streams")
+	s.log.Info().Dur("grace_period", opts.GracePeriod).Msg("shutting down: draining streams")
 	ready.draining.Store(true)
 	hs.Shutdown()
 	proc.Drain()
@@ -160,27 +200,53 @@ loop:
 	case <-stopped:
 		grace.Stop()
 	case <-grace.C:
-		log.Warn().Int64("open_streams", proc.OpenStreams()).Msg("grace period over: closing open streams")
+		s.log.Warn().Int64("open_streams", proc.OpenStreams()).Msg("grace period over: closing open streams")
 		gs.Stop()
 		<-stopped
 	}
+	s.retired.Wait() // ctx is done: retired generations close at once
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	if err := exec.Close(closeCtx); err != nil {
-		log.Warn().Err(err).Msg("executor close")
+	cur := s.current.Load()
+	if err := cur.exec.Close(closeCtx); err != nil {
+		s.log.Warn().Err(err).Msg("executor close")
 	}
-	if err := pool.Close(closeCtx); err != nil {
-		log.Warn().Err(err).Msg("plugin pool close")
+	if err := closePools(closeCtx, cur.set.allPools()); err != nil {
+		s.log.Warn().Err(err).Msg("plugin pool close")
 	}
-	stopPool()
+	stopPools()
 	if err := admin.Shutdown(closeCtx); err != nil {
-		log.Warn().Err(err).Msg("admin server shutdown")
+		s.log.Warn().Err(err).Msg("admin server shutdown")
 	}
-	log.Info().Msg("mcp-extproc stopped")
+	s.log.Info().Msg("mcp-extproc stopped")
 	return runErr
 }
 
-func adminMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
+// build makes a generation for cfg, reusing the unchanged pools of prev.
+func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*pluginclient.Pool, []*pluginclient.Pool, error) {
+	var prevSet *pluginSet
+	if prev != nil {
+		prevSet = prev.set
+	}
+	set, created, removed, err := buildPluginSet(cfg, prevSet, s.log.With().Str("component", "pluginclient").Logger(), s.metrics)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("plugin pool: %w", err)
+	}
+	exec := executor.New(set, executor.Options{
+		Settings:    cfg.PluginSettings,
+		HookTimeout: cfg.Extproc.HookTimeout.Duration,
+		Logger:      s.log.With().Str("component", "executor").Logger(),
+		IsDown:      func(err error) bool { return errors.Is(err, pluginclient.ErrPluginDown) },
+		Observer:    s.metrics,
+	})
+	for _, p := range cfg.Plugins {
+		s.metrics.SetPluginState(p.Name, set.State(p.Name))
+	}
+	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec}}
+	return g, created, removed, nil
+}
+
+func adminMux(reg *prometheus.Registry, ready *readiness, withPprof bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -188,5 +254,12 @@ func adminMux(reg *prometheus.Registry, ready *readiness) *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", ready.serveHTTP)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

@@ -661,9 +661,14 @@ func TestConcurrentRunsInParallel(t *testing.T) {
 func TestConcurrentFirstBlockWins(t *testing.T) {
 	f := newFake(plug("blocker", config.ModeConcurrent, 1), plug("hang", config.ModeConcurrent, 2),
 		plug("later", config.ModeFireAndForget, 1))
-	f.set("blocker", blockH("DENY"))
+	hangStarted := make(chan struct{})
+	f.set("blocker", func(ctx context.Context, p json.RawMessage, pc *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		<-hangStarted // block while the other plugin is in flight
+		return blockH("DENY")(ctx, p, pc)
+	})
 	cancelled := make(chan error, 1)
 	f.set("hang", func(ctx context.Context, _ json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		close(hangStarted)
 		<-ctx.Done()
 		cancelled <- ctx.Err()
 		return nil, ctx.Err()
@@ -908,14 +913,16 @@ func TestFireAndForgetBounded(t *testing.T) {
 
 func TestCloseCancelsHungWork(t *testing.T) {
 	f := newFake(plug("ff", config.ModeFireAndForget, 1))
-	ended := make(chan struct{})
+	started, ended := make(chan struct{}), make(chan struct{})
 	f.set("ff", func(ctx context.Context, _ json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 		defer close(ended)
+		close(started)
 		<-ctx.Done()
 		return nil, ctx.Err()
 	})
 	e := New(f, Options{Settings: config.PluginSettings{PluginTimeout: config.NewSeconds(time.Hour)}})
 	e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
+	<-started
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if err := e.Close(ctx); !errors.Is(err, context.Canceled) {
@@ -948,11 +955,11 @@ func TestGenerations(t *testing.T) {
 func TestLogsNeverCarryPayloads(t *testing.T) {
 	const secret = "SECRET-4711"
 	f := newFake(plug("a", config.ModeSequential, 1), plug("b", config.ModeTransform, 1),
-		onErr(plug("c", config.ModeAudit, 1), config.OnErrorIgnore), plug("d", config.ModeSequential, 2))
+		onErr(plug("c", config.ModeAudit, 1), config.OnErrorIgnore), plug("d", config.ModeConcurrent, 2))
 	f.set("a", modifyH(`{"name":"fetch","args":{"token":"`+secret+`-2"}}`))
 	f.set("b", resultH(cpex.PluginResult{ContinueProcessing: &no, Violation: &cpex.PluginViolation{Code: "C", Reason: "r"}}))
 	f.set("c", errH(errors.New("boom")))
-	f.set("d", blockH("DENY"))
+	f.set("d", blockH("DENY")) // concurrent: after the others
 	var buf bytes.Buffer
 	var mu sync.Mutex
 	w := zerolog.SyncWriter(&lockedWriter{mu: &mu, w: &buf})
@@ -996,5 +1003,31 @@ func TestNilRequestContextAndNoPlugins(t *testing.T) {
 	out := e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
 	if out.Modified || out.Violation != nil || out.Err != nil {
 		t.Errorf("outcome %+v", out)
+	}
+}
+
+func TestFailClosed(t *testing.T) {
+	tests := []struct {
+		name    string
+		plugins []config.Plugin
+		want    bool
+	}{
+		{"no plugins", nil, false},
+		{"sequential fail", []config.Plugin{plug("a", config.ModeSequential, 1)}, true},
+		{"sequential ignore", []config.Plugin{onErr(plug("a", config.ModeSequential, 1), config.OnErrorIgnore)}, false},
+		{"transform fail", []config.Plugin{plug("a", config.ModeTransform, 1)}, true},
+		{"concurrent fail", []config.Plugin{plug("a", config.ModeConcurrent, 1)}, true},
+		{"audit and fire_and_forget never", []config.Plugin{plug("a", config.ModeAudit, 1), plug("b", config.ModeFireAndForget, 1)}, false},
+		{"disabled mode", []config.Plugin{plug("a", config.ModeDisabled, 1)}, false},
+		{"one enforcing among lenient", []config.Plugin{onErr(plug("a", config.ModeSequential, 1), config.OnErrorDisable), plug("b", config.ModeSequential, 2)}, true},
+		{"other hook only", []config.Plugin{plug("a", config.ModeSequential, 1, cpex.ToolPostInvoke)}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newExec(t, newFake(tt.plugins...), Options{})
+			if got := e.FailClosed(cpex.ToolPreInvoke); got != tt.want {
+				t.Errorf("FailClosed = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

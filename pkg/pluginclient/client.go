@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
@@ -236,8 +237,29 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		return nil, c.wrap(ctx, err)
 	}
 	reply, err := c.call(ctx, s, params)
-	if err == nil || ctx.Err() != nil || !s.lost(err) {
+	if err == nil || ctx.Err() != nil {
 		return reply, c.wrap(ctx, err)
+	}
+	if !s.lost(err) {
+		if !noAnswer(err) {
+			return reply, c.wrap(ctx, err)
+		}
+		// No answer arrived, yet nothing on the wire said the session is
+		// gone: a server shutting down ends its SSE streams cleanly before
+		// its listener goes away. Ask the session; if it answers, the call
+		// is retried on it once, otherwise the lost-session path below
+		// rebuilds it.
+		perr := s.cs.Ping(ctx, nil)
+		if perr == nil || !s.lost(perr) {
+			c.retries.Add(1)
+			reply, err = c.call(ctx, s, params)
+			c.obs.OnRetry(c.name, err == nil)
+			if err != nil {
+				c.retryFailures.Add(1)
+			}
+			return reply, c.wrap(ctx, err)
+		}
+		err = perr
 	}
 
 	// The session is gone: one rebuild for all callers, then one retry.
@@ -255,6 +277,13 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	}
 	c.obs.OnRetry(c.name, err == nil)
 	return reply, c.wrap(ctx, err)
+}
+
+// noAnswer reports whether err means the call got no answer from the
+// server at all (as opposed to a JSON-RPC error the server sent).
+func noAnswer(err error) bool {
+	var we *jsonrpc.Error
+	return !errors.As(err, &we)
 }
 
 // call makes one invoke_hook call on s.

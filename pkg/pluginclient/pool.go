@@ -16,13 +16,14 @@
 // config is fetched and merged again, and the failed invoke_hook is retried
 // once. Concurrent calls that hit the same dead session share one rebuild.
 //
-// A rebuild makes mcp.reconnect_attempts connection attempts spaced by
-// exponential backoff with full jitter (base mcp.reconnect_delay). When all
-// fail, the circuit opens: the plugin is Down, every call fails at once with
-// ErrPluginDown, and a background loop reconnects with capped backoff and
-// closes the circuit as soon as the plugin answers. Health checks (MCP ping
-// every plugin_health_check_interval) find a dead session before a request
-// does. A plugin that is down when the pool starts does not stop the pool.
+// A rebuild makes mcp.reconnect_attempts connection attempts (at least one),
+// spaced by exponential backoff with full jitter (base mcp.reconnect_delay).
+// When all fail, the circuit opens: the plugin is Down, every call fails at
+// once with ErrPluginDown, and a background loop reconnects with capped
+// backoff and closes the circuit as soon as the plugin answers. Health checks
+// (MCP ping every plugin_health_check_interval) find a dead session before a
+// request does. A plugin that is down when the pool starts does not stop the
+// pool.
 package pluginclient
 
 import (

@@ -3,7 +3,6 @@ package pluginclient
 import (
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -11,8 +10,6 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
-
-func waitABit() { time.Sleep(time.Millisecond) }
 
 func text(s ...string) []mcp.Content {
 	var out []mcp.Content

@@ -14,6 +14,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,7 +120,7 @@ func TestTLS(t *testing.T) {
 
 	start := func(t *testing.T, cert tls.Certificate, mtls bool) string {
 		t.Helper()
-		ps := pluginserver.New(plugintest.NewScripted("guard"))
+		ps := pluginserver.New(plugintest.NewScripted("guard"), plugintest.NewScripted("guard2"))
 		mux := http.NewServeMux()
 		mux.Handle("/mcp", ps.Handler())
 		srv := httptest.NewUnstartedServer(mux)
@@ -175,14 +176,23 @@ func TestTLS(t *testing.T) {
 		})
 	}
 
-	// A TLS plugin and a plain one in the same pool get their own transports.
+	// Plugins with and without mcp.tls in one pool do not share TLS
+	// settings: an https plugin without a tls section uses the system roots.
 	t.Run("mixed pool", func(t *testing.T) {
-		secure := external("guard", start(t, ipCert, false))
+		url := start(t, ipCert, false)
+		secure := external("guard", url)
 		secure.MCP.TLS = &config.TLS{CABundle: caFile}
+		untrusted := external("guard2", url)
+		untrusted.MCP.ReconnectAttempts = ptr(1)
 		srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plugintest.NewScripted("plain"))
-		pool := newPool(t, []config.Plugin{secure, external("plain", srv.URL())}, Options{})
+		pool := newPool(t, []config.Plugin{secure, external("plain", srv.URL()), untrusted}, Options{})
 		mustInvoke(t, pool, "guard")
 		mustInvoke(t, pool, "plain")
+		eventually(t, "guard2 down", func() bool { return pool.State("guard2") == Down })
+		_, err := invoke(pool, "guard2")
+		if !strings.Contains(err.Error(), "certificate") {
+			t.Errorf("guard2: %v, want a certificate error", err)
+		}
 	})
 
 	pl := external("guard", "https://127.0.0.1:1/mcp")

@@ -1,0 +1,39 @@
+// Package bench measures what mcp-extproc costs on top of Envoy's ext_proc
+// round trips and on top of the plugins' own time (issue 7). `make bench`
+// (go run ./cmd/bench) runs every scenario and prints the ratio table;
+// docs/benchmarks.md records a run and how to read it.
+//
+// # What is compared
+//
+// Every figure is a ratio of two targets measured side by side in the same
+// process and the same run: the runs of the two targets alternate (A B, then
+// B A, ...) in several rounds, and the reported value is the median over the
+// rounds (see [Compare]). Absolute numbers are reported next to the ratios.
+//
+//   - The sidecar is the production wiring ([StartSidecar] runs
+//     internal/sidecar.Run: config, plugin pool, executor, processor, gRPC
+//     server with health, admin server) with a cpex YAML config and real
+//     plugin servers (pkg/pluginserver) on loopback.
+//   - The baseline is [Minimal], a do-nothing ExternalProcessor that answers
+//     CONTINUE to every message, asking for the same request body mode as the
+//     sidecar (BUFFERED), so both read the body.
+//   - Where plugins run, the baseline adds the plugins' own time: after the
+//     exchange with Minimal, the same invoke_hook calls (same payload, same
+//     context shape) are made directly with the go-sdk client ([Direct]),
+//     one after the other.
+//
+// # The driver
+//
+// [Driver] plays Envoy's ext_proc filter over a real gRPC stream on
+// loopback, leanly: it sends the messages Envoy sends for the configured
+// processing mode, honours mode_override exactly as Envoy does (header modes
+// left DEFAULT keep the configured ones, both body modes are taken
+// literally), checks that each reply carries the matching oneof, applies
+// body mutations to what the client receives, and half-closes the stream at
+// the end, expecting the server to end it cleanly. It does not validate
+// header mutations or run per-message timers the way internal/envoytest
+// does; that fake spends a goroutine per send and records every message,
+// which would dominate the figures. There is no upstream: the response
+// (headers, body chunks) is given, so the figures are the ext_proc cost
+// alone, the hardest setting for the ratios.
+package bench

@@ -1,0 +1,112 @@
+package sidecar
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+)
+
+// watcher notices changes of the config file by content. Polling the
+// content (rather than watching inotify events) sees every way Kubernetes
+// updates a mounted ConfigMap — an atomic swap of the ..data symlink — as
+// well as editors that replace or rewrite the file, with no special cases.
+type watcher struct {
+	path string
+	last []byte
+}
+
+func newWatcher(path string) *watcher {
+	w := &watcher{path: path}
+	if path != "" {
+		w.last, _ = os.ReadFile(path)
+	}
+	return w
+}
+
+// changed reports whether the file content differs from the last seen, and
+// remembers the new content. An unreadable file is not a change: the next
+// successful read is compared.
+func (w *watcher) changed() bool {
+	if w.path == "" {
+		return false
+	}
+	data, err := os.ReadFile(w.path)
+	if err != nil || bytes.Equal(data, w.last) {
+		return false
+	}
+	w.last = data
+	return true
+}
+
+// reload validates the config file and, if valid, swaps it in atomically:
+// new streams get the new generation, open streams keep theirs; unchanged
+// plugins keep their sessions, new ones are connected, removed ones closed
+// once the streams that may use them are done. An invalid file is rejected
+// with the same messages as --check-config and the old config stays.
+func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
+	cfg, err := config.Load(w.path)
+	if err != nil {
+		s.metrics.Reload(false)
+		var verr *config.ValidationError
+		if errors.As(err, &verr) {
+			for _, p := range verr.Problems {
+				s.log.Error().Str("config", w.path).Str("plugin", p.Plugin).Str("field", p.Field).Msg("config reload rejected: " + p.String())
+			}
+		} else {
+			s.log.Error().Err(err).Str("config", w.path).Msg("config reload rejected")
+		}
+		return
+	}
+	prev := s.current.Load()
+	gen, created, removed, err := s.build(cfg, prev)
+	if err != nil {
+		s.metrics.Reload(false)
+		s.log.Error().Err(err).Str("config", w.path).Msg("config reload rejected")
+		return
+	}
+	for _, p := range created {
+		p.Start(poolCtx)
+	}
+	s.current.Store(gen)
+	s.metrics.Reload(true)
+	for _, wn := range cfg.Warnings {
+		s.log.Warn().Str("plugin", wn.Plugin).Str("field", wn.Field).Msg(wn.Message)
+	}
+	var gone []string
+	for _, name := range prev.set.order {
+		if _, ok := gen.set.pools[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	s.log.Info().Str("config", w.path).Int("plugins", len(cfg.Plugins)).Int("connected", len(created)).
+		Int("closed", len(removed)).Msg("config reloaded")
+
+	// Retire the old generation once its streams are done: they may still
+	// call its executor and pools until then.
+	delay := s.opts.GracePeriod + prev.cfg.Extproc.HookTimeout.Duration
+	s.retired.Add(1)
+	go func() {
+		defer s.retired.Done()
+		t := time.NewTimer(delay)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.stop.Done():
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := prev.exec.Close(ctx); err != nil {
+			s.log.Warn().Err(err).Msg("close retired executor")
+		}
+		if err := closePools(ctx, removed); err != nil {
+			s.log.Warn().Err(err).Msg("close removed plugins")
+		}
+		for _, name := range gone {
+			s.metrics.ForgetPlugin(name)
+		}
+	}()
+}
