@@ -133,7 +133,9 @@ func (m *Metrics) OnInvoke(plugin string, hook cpex.HookType, outcome string, d 
 func (m *Metrics) OnRebuild(plugin string) { m.rebuilds.WithLabelValues(plugin).Inc() }
 
 // OnRetry implements pluginclient.Observer.
-func (m *Metrics) OnRetry(plugin string, ok bool) { m.retries.WithLabelValues(plugin, result(ok)).Inc() }
+func (m *Metrics) OnRetry(plugin string, ok bool) {
+	m.retries.WithLabelValues(plugin, result(ok)).Inc()
+}
 
 // OnHealthCheck implements pluginclient.Observer.
 func (m *Metrics) OnHealthCheck(plugin string, ok bool) {
