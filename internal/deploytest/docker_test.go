@@ -174,6 +174,9 @@ func normalizeBuild(cmdline string) ([]string, error) {
 	return words, nil
 }
 
+// shellSeparator splits a command line into commands.
+var shellSeparator = regexp.MustCompile(`&&|\|\||;`)
+
 // buildSegments returns the shell segments (split at && ; ||) of text that
 // run `go build` on ./cmd/, one per command.
 func buildSegments(text string) []string {
@@ -184,7 +187,7 @@ func buildSegments(text string) []string {
 			continue
 		}
 		line = strings.TrimLeft(line, "@-+")
-		for _, seg := range regexp.MustCompile(`&&|\|\||;`).Split(line, -1) {
+		for _, seg := range shellSeparator.Split(line, -1) {
 			seg = strings.TrimSpace(seg)
 			if strings.Contains(seg, "go build") && strings.Contains(seg, "./cmd/") {
 				out = append(out, seg)

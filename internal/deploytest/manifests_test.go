@@ -64,6 +64,7 @@ type rendered struct {
 	namespaces   []*corev1.Namespace
 	pdbs         []*policyv1.PodDisruptionBudget
 	envoyFilters []*envoyFilter
+	rules        []*prometheusRule
 }
 
 // envoyFilter is the part of Istio's networking.istio.io/v1alpha3
@@ -271,7 +272,8 @@ func render(s snapshot, dir string) (*rendered, []error) {
 			o := &envoyFilter{}
 			r.envoyFilters, target = append(r.envoyFilters, o), o
 		case "monitoring.coreos.com/v1 PrometheusRule":
-			target = &prometheusRule{}
+			o := &prometheusRule{}
+			r.rules, target = append(r.rules, o), o
 		default:
 			errs = append(errs, fmt.Errorf("%s: unexpected kind %q (add its strict decoding to the checks)", where, gvk))
 			continue
@@ -544,10 +546,16 @@ func checkPod(s snapshot, r *rendered, pd *pod, p *problems) {
 	}
 }
 
+// Patterns of the checks (compiled once, never changed).
+var (
+	portNameRE     = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	envoyVersionRE = regexp.MustCompile(`^v\d+\.\d+\.\d+$`)
+)
+
 // validPortName reports whether a container port name is a valid
 // IANA_SVC_NAME, as the API server requires.
 func validPortName(n string) bool {
-	return len(n) <= 15 && regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`).MatchString(n) &&
+	return len(n) <= 15 && portNameRE.MatchString(n) &&
 		!strings.Contains(n, "--") && strings.ContainsAny(n, "abcdefghijklmnopqrstuvwxyz")
 }
 
@@ -757,7 +765,7 @@ func checkPluginContainer(c *corev1.Container, where string, p *problems) {
 func checkEnvoyContainer(s snapshot, r *rendered, pd *pod, p *problems) {
 	c := pd.envoy
 	where := fmt.Sprintf("%s: container %s", pd.where, c.Name)
-	if !regexp.MustCompile(`^v\d+\.\d+\.\d+$`).MatchString(imageTag(c.Image)) && !strings.Contains(c.Image, "@sha256:") {
+	if !envoyVersionRE.MatchString(imageTag(c.Image)) && !strings.Contains(c.Image, "@sha256:") {
 		p.addf("%s: image %s: pin an exact Envoy version (vX.Y.Z) or digest", where, c.Image)
 	}
 	file := ""

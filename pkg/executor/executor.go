@@ -98,6 +98,7 @@ const (
 	InvokeDown      = "down"      // plugin known to be down; not waited on
 	InvokeInvalid   = "invalid"   // invalid reply or modified payload
 	InvokeDropped   = "dropped"   // fire_and_forget not started (closing, or too many in flight)
+	InvokeSkipped   = "skipped"   // the plugin's conditions do not match this message
 )
 
 // DefaultMaxBackground bounds the fire_and_forget invocations in flight.
@@ -426,6 +427,7 @@ func (r *run) eligible(en *entry) bool {
 	}
 	if !matches(en.conditions, r.hook, &r.rc.Global, r.target, r.userStrings) {
 		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin conditions do not match")
+		r.e.observe(en.name, r.hook, InvokeSkipped, 0)
 		return false
 	}
 	return true
@@ -510,7 +512,7 @@ func (r *run) handle(en *entry, rep reply) {
 			v.PluginName = en.name
 			r.violation = &v
 			r.e.observe(en.name, r.hook, InvokeViolation, rep.dur)
-			r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
+			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
 				Dur("duration", rep.dur).Msg("plugin blocked the message")
 			return
 		}

@@ -33,18 +33,12 @@ type call struct {
 	args   []byte // arguments (tools, prompts); nil if absent
 }
 
-func parseCall(hook cpex.HookType, params []byte) (call, error) {
-	var c call
-	var err error
-	switch hook {
-	case cpex.ToolPreInvoke:
-		c.target, c.args, err = mcpmsg.ToolCall(params)
-	case cpex.PromptPreFetch:
-		c.target, c.args, err = mcpmsg.PromptGet(params)
-	case cpex.ResourcePreFetch:
-		c.target, err = mcpmsg.ResourceRead(params)
+// callOf returns the hooked part of a request that mcpmsg.Parse validated.
+func callOf(hook cpex.HookType, m *mcpmsg.Message) call {
+	if hook == cpex.ResourcePreFetch {
+		return call{target: m.URI}
 	}
-	return c, err
+	return call{target: m.Name, args: m.Arguments}
 }
 
 // payload encodes the pre hook payload. The arguments are embedded as the raw

@@ -74,7 +74,8 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	set := st.snap.Settings
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		v := headerValue(hv)
-		switch k := hv.GetKey(); k {
+		k := hv.GetKey()
+		switch k {
 		case ":method":
 			method = v
 		case ":path":
@@ -87,22 +88,25 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 			st.sessionID = v
 		case "content-encoding":
 			encoding = strings.ToLower(strings.TrimSpace(v))
-		default:
-			if k == set.UserHeader && k != "" {
-				st.global.User = userJSON(v)
+		}
+		// Configured headers may name any header, the ones above included.
+		if k == "" {
+			continue
+		}
+		if k == set.UserHeader {
+			st.global.User = userJSON(v)
+		}
+		if k == set.TenantHeader {
+			st.global.TenantID = v
+		}
+		if k == set.ServerHeader {
+			st.global.ServerID = v
+		}
+		if forwardHeader(set.ForwardHeaders, k) {
+			if st.forwarded == nil {
+				st.forwarded = make(map[string]string)
 			}
-			if k == set.TenantHeader && k != "" {
-				st.global.TenantID = v
-			}
-			if k == set.ServerHeader && k != "" {
-				st.global.ServerID = v
-			}
-			if forwardHeader(set.ForwardHeaders, k) {
-				if st.forwarded == nil {
-					st.forwarded = make(map[string]string)
-				}
-				st.forwarded[k] = v
-			}
+			st.forwarded[k] = v
 		}
 	}
 	if method != http.MethodPost || !set.IsMCPPath(path) || !st.anyHook() {
@@ -183,11 +187,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		if !ok {
 			continue
 		}
-		call, err := parseCall(hook, m.Params)
-		if err != nil {
-			refusals = append(refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInvalidParams, message: err.Error(), status: http.StatusBadRequest, reason: "invalid_request"})
-			continue
-		}
+		call := callOf(hook, m)
 		rc := executor.NewRequestContext(st.global)
 		if m.ID != nil && st.snap.Hooks.Applies(post) {
 			if st.pending == nil {

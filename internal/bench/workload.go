@@ -1,0 +1,158 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"embed"
+	"fmt"
+	"net/textproto"
+	"strconv"
+	"strings"
+)
+
+// The recorded responses of shared/fixtures/mcp (a real MCP server,
+// @modelcontextprotocol/server-everything): tools/list (one ~7.7 KiB SSE
+// event, with content-length) and tools/call echo (one SSE event).
+//
+//go:embed testdata/tools-list.http testdata/tools-call-echo.http
+var recorded embed.FS
+
+// Request bodies as an MCP client sends them (the ids match the recorded
+// responses).
+const (
+	toolsListBody = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	toolsCallBody = `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hello"}}}`
+)
+
+// mcpRequestHeaders are the headers Envoy sends for an MCP POST: the
+// client's (Streamable HTTP), plus x-request-id and x-forwarded-proto,
+// which Envoy adds.
+func mcpRequestHeaders(bodyLen int) []Header {
+	return []Header{
+		{":authority", "mcp.example.com"},
+		{":path", "/mcp"},
+		{":method", "POST"},
+		{":scheme", "http"},
+		{"accept", "application/json, text/event-stream"},
+		{"content-length", strconv.Itoa(bodyLen)},
+		{"content-type", "application/json"},
+		{"mcp-protocol-version", "2025-11-25"},
+		{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
+		{"user-agent", "node"},
+		{"x-forwarded-proto", "http"},
+		{"x-request-id", "0b6c7f0e-8c1e-4b7a-9d55-3f1f6c2f9a10"},
+	}
+}
+
+// recordedResponse reads a recorded HTTP/1.1 response: its headers as Envoy
+// forwards them (lower-case, hop-by-hop ones dropped, :status first) and
+// its body.
+func recordedResponse(name string) ([]Header, []byte, error) {
+	raw, err := recorded.ReadFile("testdata/" + name)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := textproto.NewReader(bufio.NewReader(bytes.NewReader(raw)))
+	line, err := r.ReadLine()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: status line: %w", name, err)
+	}
+	_, code, ok := strings.Cut(line, " ")
+	if !ok || len(code) < 3 {
+		return nil, nil, fmt.Errorf("%s: bad status line %q", name, line)
+	}
+	hdr, err := r.ReadMIMEHeader()
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: headers: %w", name, err)
+	}
+	hs := []Header{{":status", code[:3]}}
+	for k, vs := range hdr {
+		k = strings.ToLower(k)
+		switch k {
+		case "connection", "keep-alive", "transfer-encoding":
+			continue
+		}
+		for _, v := range vs {
+			hs = append(hs, Header{k, v})
+		}
+	}
+	_, body, _ := bytes.Cut(raw, []byte("\r\n\r\n"))
+	return hs, body, nil
+}
+
+// ToolsList is a tools/list request and the recorded tools/list response.
+func ToolsList() (*Exchange, error) {
+	hs, body, err := recordedResponse("tools-list.http")
+	if err != nil {
+		return nil, err
+	}
+	return &Exchange{
+		RequestHeaders: mcpRequestHeaders(len(toolsListBody)), RequestBody: []byte(toolsListBody),
+		ResponseHeaders: hs, ResponseBody: [][]byte{body},
+	}, nil
+}
+
+// ToolsCall is a tools/call of the echo tool and the recorded response.
+func ToolsCall() (*Exchange, error) {
+	hs, body, err := recordedResponse("tools-call-echo.http")
+	if err != nil {
+		return nil, err
+	}
+	return &Exchange{
+		RequestHeaders: mcpRequestHeaders(len(toolsCallBody)), RequestBody: []byte(toolsCallBody),
+		ResponseHeaders: hs, ResponseBody: [][]byte{body},
+	}, nil
+}
+
+// SSE stream shapes for [StreamedToolsCall].
+const (
+	// ManyEvents: ~1 KiB notifications/progress events, then the result.
+	ManyEvents = "many-events"
+	// OneEvent: the whole stream is one result event.
+	OneEvent = "one-event"
+)
+
+// StreamedToolsCall is a tools/call of echo answered with an SSE stream of
+// size bytes (within a few hundred bytes) of the given shape, delivered in
+// chunks of chunk bytes cut without regard to event boundaries. The last
+// event is the tools/call result (id 3).
+func StreamedToolsCall(shape string, size, chunk int) (*Exchange, error) {
+	var body []byte
+	switch shape {
+	case ManyEvents:
+		result := sseEvent(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"done"}]}}`)
+		pad := strings.Repeat("x", 900)
+		for i := 0; len(body)+len(result) < size; i++ {
+			body = append(body, sseEvent(fmt.Sprintf(
+				`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-3","progress":%d,"message":"%s"}}`, i, pad))...)
+		}
+		body = append(body, result...)
+	case OneEvent:
+		head := `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"`
+		tail := `"}]}}`
+		n := size - len(head) - len(tail) - len("event: message\ndata: \n\n")
+		body = sseEvent(head + strings.Repeat("y", max(n, 0)) + tail)
+	default:
+		return nil, fmt.Errorf("unknown SSE shape %q", shape)
+	}
+	var chunks [][]byte
+	for len(body) > 0 {
+		n := min(chunk, len(body))
+		chunks = append(chunks, body[:n:n])
+		body = body[n:]
+	}
+	return &Exchange{
+		RequestHeaders: mcpRequestHeaders(len(toolsCallBody)), RequestBody: []byte(toolsCallBody),
+		ResponseHeaders: []Header{
+			{":status", "200"},
+			{"cache-control", "no-cache, no-transform"},
+			{"content-type", "text/event-stream"},
+			{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
+		},
+		ResponseBody: chunks,
+	}, nil
+}
+
+func sseEvent(data string) []byte {
+	return []byte("event: message\ndata: " + data + "\n\n")
+}
