@@ -1,5 +1,5 @@
 # Deployment targets: container images and the local kind flow.
-# Included by the top-level Makefile; see docs/deploy.md.
+# Included by the top-level Makefile; see the README, section Deployment.
 #
 #   make image                         build the three images (tag $(IMAGE_TAG))
 #   make kind-up kind-load kind-deploy kind-e2e

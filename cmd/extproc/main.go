@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	adminAddr := fs.String("admin-addr", envOr("EXTPROC_ADMIN_ADDR", ":9090"), "admin HTTP address: /healthz /readyz /metrics [EXTPROC_ADMIN_ADDR]")
 	logLevel := fs.String("log-level", envOr("EXTPROC_LOG_LEVEL", "info"), "log level: debug, info, warn, error [EXTPROC_LOG_LEVEL]")
 	grace := fs.Duration("grace-period", 10*time.Second, "how long open streams may finish after SIGTERM")
+	withPprof := fs.Bool("pprof", false, "serve net/http/pprof on the admin address under /debug/pprof/")
 	checkOnly := fs.Bool("check-config", false, "validate the config file, print every problem, and exit 0 (valid) or 1")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -76,6 +77,25 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, w := range cfg.Warnings {
 		log.Warn().Str("plugin", w.Plugin).Str("field", w.Field).Msg(w.Message)
 	}
+	reload := make(chan struct{}, 1)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	hupCtx, stopHup := context.WithCancel(ctx)
+	defer stopHup()
+	go func() {
+		for {
+			select {
+			case <-hupCtx.Done():
+				return
+			case <-hup:
+				select {
+				case reload <- struct{}{}:
+				default: // a reload is already pending
+				}
+			}
+		}
+	}()
 	err = sidecar.Run(ctx, sidecar.Options{
 		Config:      cfg,
 		ConfigPath:  *configPath,
@@ -83,6 +103,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		AdminAddr:   *adminAddr,
 		Logger:      log,
 		GracePeriod: *grace,
+		Reload:      reload,
+		Pprof:       *withPprof,
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("mcp-extproc failed")

@@ -5,7 +5,9 @@ import (
 	"bytes"
 	"embed"
 	"fmt"
+	"maps"
 	"net/textproto"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -66,14 +68,14 @@ func recordedResponse(name string) ([]Header, []byte, error) {
 		return nil, nil, fmt.Errorf("%s: headers: %w", name, err)
 	}
 	hs := []Header{{":status", code[:3]}}
-	for k, vs := range hdr {
-		k = strings.ToLower(k)
-		switch k {
+	for _, k := range slices.Sorted(maps.Keys(hdr)) {
+		lk := strings.ToLower(k)
+		switch lk {
 		case "connection", "keep-alive", "transfer-encoding":
 			continue
 		}
-		for _, v := range vs {
-			hs = append(hs, Header{k, v})
+		for _, v := range hdr[k] {
+			hs = append(hs, Header{lk, v})
 		}
 	}
 	_, body, _ := bytes.Cut(raw, []byte("\r\n\r\n"))
