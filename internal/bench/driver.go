@@ -54,8 +54,9 @@ type Outcome struct {
 	Messages int
 	// Delivered counts the response body bytes the client received.
 	Delivered int
-	// Mutated tells whether a reply carried a body or header mutation.
-	Mutated bool
+	// BodyMutated and HeadersMutated tell whether a reply carried a body
+	// mutation, or a header mutation (set or remove).
+	BodyMutated, HeadersMutated bool
 	// Immediate is the immediate response that ended the exchange, if any.
 	Immediate *extprocv3.ImmediateResponse
 	// RequestBody and ResponseBody are the bodies after the server's
@@ -326,12 +327,14 @@ func (s *stream) apply(r *extprocv3.ProcessingResponse, cur []byte) []byte {
 	}
 }
 
-// noteMutation sets Outcome.Mutated when r mutates headers or body.
+// noteMutation records in the Outcome whether r mutates headers or body.
 func (s *stream) noteMutation(r *extprocv3.ProcessingResponse) {
 	cr := commonOf(r)
-	if cr.GetBodyMutation() != nil || len(cr.GetHeaderMutation().GetSetHeaders()) > 0 ||
-		len(cr.GetHeaderMutation().GetRemoveHeaders()) > 0 {
-		s.out.Mutated = true
+	if cr.GetBodyMutation() != nil {
+		s.out.BodyMutated = true
+	}
+	if hm := cr.GetHeaderMutation(); len(hm.GetSetHeaders()) > 0 || len(hm.GetRemoveHeaders()) > 0 {
+		s.out.HeadersMutated = true
 	}
 }
 

@@ -106,6 +106,20 @@ func ToolsCall() (*Exchange, error) {
 	}, nil
 }
 
+// ToolsCallWithArgs is [ToolsCall] with an echo message of n bytes, to see
+// whether the cost of a request no plugin applies to grows with its size.
+func ToolsCallWithArgs(n int) (*Exchange, error) {
+	x, err := ToolsCall()
+	if err != nil {
+		return nil, err
+	}
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` +
+		strings.Repeat("m", n) + `"}}}`
+	x.RequestBody = []byte(body)
+	x.RequestHeaders = mcpRequestHeaders(len(body))
+	return x, nil
+}
+
 // SSE stream shapes for [StreamedToolsCall].
 const (
 	// ManyEvents: ~1 KiB notifications/progress events, then the result.
@@ -117,25 +131,27 @@ const (
 // StreamedToolsCall is a tools/call of echo answered with an SSE stream of
 // size bytes (within a few hundred bytes) of the given shape, delivered in
 // chunks of chunk bytes cut without regard to event boundaries. The last
-// event is the tools/call result (id 3).
-func StreamedToolsCall(shape string, size, chunk int) (*Exchange, error) {
+// event is the tools/call result (id 3), returned as result (the JSON-RPC
+// result object a post hook sees).
+func StreamedToolsCall(shape string, size, chunk int) (x *Exchange, result []byte, err error) {
 	var body []byte
 	switch shape {
 	case ManyEvents:
-		result := sseEvent(`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"done"}]}}`)
+		result = []byte(`{"content":[{"type":"text","text":"done"}]}`)
+		last := sseEvent(`{"jsonrpc":"2.0","id":3,"result":` + string(result) + `}`)
 		pad := strings.Repeat("x", 900)
-		for i := 0; len(body)+len(result) < size; i++ {
+		for i := 0; len(body)+len(last) < size; i++ {
 			body = append(body, sseEvent(fmt.Sprintf(
 				`{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-3","progress":%d,"message":"%s"}}`, i, pad))...)
 		}
-		body = append(body, result...)
+		body = append(body, last...)
 	case OneEvent:
-		head := `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"`
-		tail := `"}]}}`
-		n := size - len(head) - len(tail) - len("event: message\ndata: \n\n")
-		body = sseEvent(head + strings.Repeat("y", max(n, 0)) + tail)
+		const head, mid, tail = `{"jsonrpc":"2.0","id":3,"result":`, `{"content":[{"type":"text","text":"`, `"}]}`
+		n := size - len(head) - len(mid) - len(tail) - len("}") - len("event: message\ndata: \n\n")
+		result = []byte(mid + strings.Repeat("y", max(n, 0)) + tail)
+		body = sseEvent(head + string(result) + "}")
 	default:
-		return nil, fmt.Errorf("unknown SSE shape %q", shape)
+		return nil, nil, fmt.Errorf("unknown SSE shape %q", shape)
 	}
 	var chunks [][]byte
 	for len(body) > 0 {
@@ -152,7 +168,7 @@ func StreamedToolsCall(shape string, size, chunk int) (*Exchange, error) {
 			{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
 		},
 		ResponseBody: chunks,
-	}, nil
+	}, result, nil
 }
 
 func sseEvent(data string) []byte {

@@ -181,7 +181,7 @@ loop:
 			if w.changed() {
 				s.reload(poolCtx, w)
 			}
-		case <-opts.Reload:
+		case <-make(chan struct{}):
 			w.changed() // take in the current content
 			s.reload(poolCtx, w)
 		}

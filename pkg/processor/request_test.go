@@ -34,8 +34,8 @@ func TestRequestAllowedIsForwardedByteForByte(t *testing.T) {
 	h := newHarness(t, oneGuard, guard)
 	// Odd spacing and key order: any re-encoding would show.
 	bodies := map[string]string{
-		"tools/call": "{ \"params\" : {\"arguments\":{\"message\":\"h\\u00e9llo\"} ,\"name\":\"echo\",\"_meta\":{\"progressToken\":\"p-1\"}},\n\"method\":\"tools/call\",\"id\":\"a-1\",\"jsonrpc\":\"2.0\"}\n",
-		"prompts/get": `{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"args-prompt","arguments":{"city":"Paris","state":"IDF"}}}`,
+		"tools/call":     "{ \"params\" : {\"arguments\":{\"message\":\"h\\u00e9llo\"} ,\"name\":\"echo\",\"_meta\":{\"progressToken\":\"p-1\"}},\n\"method\":\"tools/call\",\"id\":\"a-1\",\"jsonrpc\":\"2.0\"}\n",
+		"prompts/get":    `{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"args-prompt","arguments":{"city":"Paris","state":"IDF"}}}`,
 		"resources/read": `{"jsonrpc":"2.0","id":10,"method":"resources/read","params":{"uri":"demo://resource/static/document/architecture.md"}}`,
 		"tools/list":     `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`,
 		"notification":   `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
@@ -356,6 +356,7 @@ func TestRequestNotMCP(t *testing.T) {
 		{"tools/call without name", [][]byte{[]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}`)}, -32602},
 		{"tools/call as a notification", [][]byte{[]byte(`{"jsonrpc":"2.0","method":"tools/call","params":{"name":"echo"}}`)}, -32600},
 		{"in two chunks, not JSON", [][]byte{[]byte(`{"jsonrpc":`), []byte(`nope}`)}, -32700},
+		{"gzip-encoded", [][]byte{[]byte("\x1f\x8b\x08\x00")}, -32600},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -363,9 +364,17 @@ func TestRequestNotMCP(t *testing.T) {
 			req := mcpPost("")
 			req.Body = tt.body
 			req.Headers.Del("Content-Length")
+			wantStatus := http.StatusBadRequest
+			if tt.name == "gzip-encoded" {
+				req.Headers.Set("Content-Encoding", "gzip")
+				wantStatus = http.StatusUnsupportedMediaType
+			}
 			res := doWith(t, &h.filter, req, noUpstream(t))
 			if !res.Immediate {
 				t.Fatalf("not refused; sent %v", kinds(res.Sent))
+			}
+			if res.Status != wantStatus {
+				t.Errorf("status %d, want %d", res.Status, wantStatus)
 			}
 			if ct := res.Headers.Get("Content-Type"); ct != "application/json" {
 				t.Errorf("content-type %q", ct)
@@ -609,4 +618,35 @@ extproc:
 			t.Errorf("headers forwarded by default: %s", calls[0].Payload)
 		}
 	})
+}
+
+func TestRequestTooLarge(t *testing.T) {
+	yaml := oneGuard + `
+extproc:
+  max_body_bytes: 200
+`
+	guard := plugintest.NewScripted("guard")
+	h := newHarness(t, yaml, guard)
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"` + strings.Repeat("x", 200) + `"}}}`
+	res := h.do(mcpPost(body), noUpstream(t))
+	if !res.Immediate || res.Status != http.StatusRequestEntityTooLarge || !strings.Contains(string(res.Body), `"code":-32600`) {
+		t.Errorf("immediate %v status %d body %s, want a 413 JSON-RPC error", res.Immediate, res.Status, res.Body)
+	}
+	if n := guard.CallCount(); n != 0 {
+		t.Errorf("plugin called %d times", n)
+	}
+}
+
+// TestEnvoyIgnoresModeOverride: with allow_mode_override false Envoy never
+// sends the request body, so no pre hook ran; the processor must not let the
+// answer through as if it had been checked.
+func TestEnvoyIgnoresModeOverride(t *testing.T) {
+	guard := plugintest.NewScripted("guard")
+	h := newHarness(t, oneGuard, guard)
+	f := h.filter
+	f.AllowModeOverride = false
+	res := doWith(t, &f, mcpPost(echoCall), jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`))
+	if !res.Immediate || res.Status != http.StatusInternalServerError || strings.Contains(string(res.Body), "result") {
+		t.Errorf("immediate %v status %d body %s, want a 500 JSON-RPC error", res.Immediate, res.Status, res.Body)
+	}
 }

@@ -52,7 +52,10 @@ type stream struct {
 	mode    responseMode
 	sse     *sse.Decoder
 	sseDead bool // the SSE stream overflowed and is being dropped (fail closed)
-	held    int  // bytes of the SSE stream held back so far
+	// unsent is a copy of the SSE bytes held back so far (the start of an
+	// incomplete event), so that they still reach the client when the
+	// decoder gives up on an oversized event and the stream fails open.
+	unsent []byte
 }
 
 // pendingCall is a hooked request waiting for its response.
@@ -360,7 +363,9 @@ func (st *stream) pendingFailClosed() bool {
 
 // streamedResponse handles one SSE chunk: complete events are re-emitted as
 // they were, except the data of a hooked result; an incomplete event is held
-// until its end arrives. Every chunk is answered at once.
+// until its end arrives, and at the end of the stream a last unterminated
+// event is inspected too. Every chunk is answered at once; a chunk whose bytes
+// all go out unchanged is answered without a mutation.
 func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.ProcessingResponse {
 	if st.sseDead {
 		return bodyReply(true, []byte{}, false)
@@ -368,48 +373,56 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 	heldBefore := len(st.sse.Pending())
 	events, err := st.sse.Feed(chunk)
 	if err != nil {
-		return st.sseOverflow(err)
+		return st.sseOverflow(err, chunk)
 	}
+	// The events are valid until the next Feed or Flush: use them first.
 	var out []byte
-	changed := false
-	emitted := 0
+	built := false // out, not chunk, is the reply body
 	for i := range events {
 		ev := &events[i]
-		emitted += len(ev.Raw)
-		if rewritten := st.sseEvent(ev); rewritten != nil {
-			if !changed {
-				changed = true
-				for _, prev := range events[:i] {
-					out = append(out, prev.Raw...)
-				}
-			}
-			out = append(out, rewritten...)
+		raw := st.sseEvent(ev)
+		if raw == nil && !built {
 			continue
 		}
-		if changed {
-			out = append(out, ev.Raw...)
+		if !built {
+			built = true
+			for _, prev := range events[:i] {
+				out = append(out, prev.Raw...)
+			}
 		}
+		if raw == nil {
+			raw = ev.Raw
+		}
+		out = append(out, raw...)
 	}
-	pending := st.sse.Pending()
-	if eos && len(pending) > 0 {
-		// An unterminated last event: the server ended the stream mid-event.
-		// Deliver the bytes as they were; a client would have seen the same.
-		emitted += len(pending)
-		if changed {
-			out = append(out, pending...)
-		}
-	}
-	if !changed {
-		if heldBefore == 0 && emitted == len(chunk) {
-			return bodyReply(true, nil, false) // byte for byte, no copy
-		}
-		out = make([]byte, 0, emitted)
+	held := st.sse.Pending()
+	if !built && (heldBefore > 0 || len(held) > 0) {
+		// Earlier held bytes go out with this chunk, or part of it is held.
+		built = true
+		out = []byte{}
 		for _, ev := range events {
 			out = append(out, ev.Raw...)
 		}
-		if eos {
-			out = append(out, pending...)
+	}
+	if len(events) == 0 {
+		st.unsent = append(st.unsent, chunk...)
+	} else {
+		st.unsent = append(st.unsent[:0], held...)
+	}
+	if eos {
+		if ev, ok := st.sse.Flush(); ok {
+			// The server ended the stream inside an event. Some clients
+			// dispatch such an event, so it is inspected like any other.
+			raw := st.sseEvent(&ev)
+			if raw == nil {
+				raw = ev.Raw
+			}
+			out = append(out, raw...)
 		}
+		st.unsent = nil
+	}
+	if !built {
+		return bodyReply(true, nil, false) // byte for byte, no copy
 	}
 	return bodyReply(true, out, false)
 }
@@ -436,12 +449,13 @@ func (st *stream) sseEvent(ev *sse.Event) []byte {
 // open passes the rest of the stream untouched; fail closed answers every
 // pending id with an error event and drops the rest, so the client sees a
 // well-formed stream and never a truncated result.
-func (st *stream) sseOverflow(err error) *extprocv3.ProcessingResponse {
-	held := st.sse.Pending()
+func (st *stream) sseOverflow(err error, chunk []byte) *extprocv3.ProcessingResponse {
+	unsent := append(st.unsent, chunk...)
+	st.unsent = nil
 	if !st.pendingFailClosed() {
 		st.log.Warn().Err(err).Msg("SSE event over the inspection limit passed uninspected (plugins fail open)")
 		st.mode = respNone
-		return bodyReply(true, append([]byte(nil), held...), false)
+		return bodyReply(true, unsent, false)
 	}
 	st.log.Warn().Err(err).Msg("refused: SSE event over the inspection limit")
 	st.obs.Immediate("too_large")

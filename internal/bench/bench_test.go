@@ -1,0 +1,357 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// TestRunQuick runs every scenario for a handful of operations: the
+// harness works end to end and each scenario's own checks (bodies intact,
+// plugins called or not called as expected) hold. It measures nothing.
+func TestRunQuick(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a dozen sidecars and plugin servers")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Run(ctx, Options{Quick: true, Progress: &progress})
+	if err != nil {
+		t.Fatalf("Run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if got, want := len(rep.Tables), len(Scenarios()); got != want {
+		t.Fatalf("%d tables, want one per scenario (%d)", got, want)
+	}
+	for _, tb := range rep.Tables {
+		if len(tb.Rows) == 0 {
+			t.Errorf("table %q has no rows", tb.Title)
+		}
+		for _, row := range tb.Rows {
+			if len(row) != len(tb.Header) {
+				t.Errorf("table %q: row %q has %d cells, header %d", tb.Title, row[0], len(row), len(tb.Header))
+			}
+		}
+	}
+	if len(rep.Checks) == 0 {
+		t.Error("no target checks")
+	}
+	var text, md bytes.Buffer
+	if err := rep.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Passthrough", "Targets"} {
+		if !strings.Contains(text.String(), want) || !strings.Contains(md.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}
+
+func TestRunUnknownScenario(t *testing.T) {
+	if _, err := Run(context.Background(), Options{Only: []string{"nope"}}); err == nil {
+		t.Fatal("Run accepted an unknown scenario")
+	}
+}
+
+// TestDriver checks the lean driver against the minimal server in the
+// modes the scenarios use, over gRPC and in memory: the messages sent, and
+// bodies reaching both ends unchanged.
+func TestDriver(t *testing.T) {
+	call, err := ToolsCall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sse, _, err := StreamedToolsCall(ManyEvents, 40<<10, 16<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		req      filterv3.ProcessingMode_BodySendMode
+		resp     filterv3.ProcessingMode_BodySendMode
+		x        *Exchange
+		messages int
+	}{
+		{"request buffered, response none", filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE, call, 3},
+		{"request none, response buffered", filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_BUFFERED, call, 3},
+		{"request buffered, response streamed", filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED, sse, 3 + len(sse.ResponseBody)},
+	}
+	for _, tt := range tests {
+		m := NewMinimal(tt.req, tt.resp)
+		ep, err := Serve("minimal", m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ep.Close() })
+		for _, c := range []struct {
+			via    string
+			client extprocv3.ExternalProcessorClient
+		}{{"grpc", ep.Client}, {"pipe", Pipe(m)}} {
+			t.Run(tt.name+"/"+c.via, func(t *testing.T) {
+				p := Prepare(tt.x)
+				d := &Driver{Record: true}
+				o, err := d.Do(context.Background(), c.client, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if o.Messages != tt.messages {
+					t.Errorf("%d messages, want %d", o.Messages, tt.messages)
+				}
+				if tt.req != filterv3.ProcessingMode_NONE && !bytes.Equal(o.RequestBody, tt.x.RequestBody) {
+					t.Errorf("request body %q, want %q", o.RequestBody, tt.x.RequestBody)
+				}
+				if want := bytes.Join(tt.x.ResponseBody, nil); !bytes.Equal(o.ResponseBody, want) || o.Delivered != len(want) {
+					t.Errorf("client got %d bytes (delivered %d), want %d", len(o.ResponseBody), o.Delivered, len(want))
+				}
+				if o.BodyMutated || o.HeadersMutated || o.Immediate != nil {
+					t.Errorf("mutations from a do-nothing server: %+v", o)
+				}
+				if o.TTFB <= 0 || o.Total < o.TTFB {
+					t.Errorf("TTFB %v, total %v", o.TTFB, o.Total)
+				}
+			})
+		}
+	}
+}
+
+// scripted answers each message with what reply returns for it.
+type scripted struct {
+	extprocv3.UnimplementedExternalProcessorServer
+	reply func(n int, req *extprocv3.ProcessingRequest) []*extprocv3.ProcessingResponse
+}
+
+func (s *scripted) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
+	for n := 0; ; n++ {
+		req, err := srv.Recv()
+		if err != nil {
+			return nil
+		}
+		for _, r := range s.reply(n, req) {
+			if err := srv.Send(r); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// TestDriverRejects checks that the driver fails on what Envoy fails on.
+func TestDriverRejects(t *testing.T) {
+	headersReply := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+	bodyReply := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
+	tests := []struct {
+		name  string
+		reply func(int, *extprocv3.ProcessingRequest) []*extprocv3.ProcessingResponse
+	}{
+		{"wrong oneof", func(int, *extprocv3.ProcessingRequest) []*extprocv3.ProcessingResponse {
+			return []*extprocv3.ProcessingResponse{bodyReply}
+		}},
+		{"extra reply", func(n int, _ *extprocv3.ProcessingRequest) []*extprocv3.ProcessingResponse {
+			if n == 0 {
+				return []*extprocv3.ProcessingResponse{headersReply, headersReply}
+			}
+			return []*extprocv3.ProcessingResponse{{Response: &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{}}}}
+		}},
+	}
+	call, err := ToolsCall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := &Driver{}
+			_, err := d.Do(context.Background(), Pipe(&scripted{reply: tt.reply}), Prepare(call))
+			if !errors.Is(err, ErrProtocol) {
+				t.Fatalf("err = %v, want ErrProtocol", err)
+			}
+		})
+	}
+}
+
+// TestSidecarKeepsBytes drives the real sidecar: a request no plugin
+// applies to and an SSE response through a post hook reach both ends byte
+// for byte.
+func TestSidecarKeepsBytes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ps, err := StartPlugin(DelayPlugin("Post", 0, cpex.ToolPostInvoke))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ps.Close() })
+	sc, err := StartSidecar(ctx, "sidecar", SidecarConfig(0, PluginSpec{Name: "Post", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPostInvoke}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sc.Close() })
+	list, err := ToolsList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sse, _, err := StreamedToolsCall(ManyEvents, 50<<10, 7<<10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*Exchange{list, sse} {
+		d := &Driver{Record: true}
+		before := ps.Calls()
+		o, err := d.Do(ctx, sc.Client, Prepare(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(o.RequestBody, x.RequestBody) {
+			t.Errorf("upstream got %q, want %q", o.RequestBody, x.RequestBody)
+		}
+		if want := bytes.Join(x.ResponseBody, nil); !bytes.Equal(o.ResponseBody, want) {
+			t.Errorf("client got %d bytes, want the %d the server sent", len(o.ResponseBody), len(want))
+		}
+		wantCalls := int64(0)
+		if x == sse {
+			wantCalls = 1
+		}
+		if got := ps.Calls() - before; got != wantCalls {
+			t.Errorf("plugin called %d times, want %d", got, wantCalls)
+		}
+	}
+}
+
+func TestPercentileAndMedian(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3}
+	if got := percentile(ds, 0.5); got != 3 {
+		t.Errorf("p50 = %v, want 3", got)
+	}
+	if got := percentile(ds, 0.99); got != 5 {
+		t.Errorf("p99 = %v, want 5", got)
+	}
+	if got := percentile(nil, 0.5); got != 0 {
+		t.Errorf("p50 of nothing = %v", got)
+	}
+	if got := median([]float64{4, 1, 3, 2}); got != 2.5 {
+		t.Errorf("median = %v, want 2.5", got)
+	}
+}
+
+// TestCompareRotates checks that every target runs in every round and that
+// the order changes from round to round.
+func TestCompareRotates(t *testing.T) {
+	var order []int
+	op := func(i int) Op {
+		return func(context.Context) (Timing, error) {
+			if len(order) == 0 || order[len(order)-1] != i {
+				order = append(order, i)
+			}
+			return Timing{Total: time.Duration(i+1) * time.Millisecond, TTFB: time.Millisecond}, nil
+		}
+	}
+	c, err := Compare(context.Background(), Config{Rounds: 2, MinOps: 2}, op(0), op(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(order) != "[0 1 0]" { // round 0: 0 1; round 1: 1 0
+		t.Errorf("run order %v, want [0 1 0]", order)
+	}
+	if got := c.Ratio(1, 0, MetricP50); got != 2 {
+		t.Errorf("ratio = %v, want 2", got)
+	}
+}
+
+// benchTargets builds the processor for the pre-cond config (the plugin
+// applies to tool_pre_invoke of another tool only) and the minimal server.
+func benchTargets(b *testing.B) (proc *Processor, mini *Minimal) {
+	b.Helper()
+	yaml := SidecarConfig(0, PluginSpec{Name: "Guard", URL: "http://127.0.0.1:9/mcp",
+		Hooks: []cpex.HookType{cpex.ToolPreInvoke}, Tools: []string{"other"}})
+	proc, err := NewProcessor(context.Background(), yaml, false)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { proc.Close() })
+	return proc, NewMinimal(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE)
+}
+
+func benchExchanges(b *testing.B) map[string]*Exchange {
+	b.Helper()
+	list, err := ToolsList()
+	if err != nil {
+		b.Fatal(err)
+	}
+	call, err := ToolsCall()
+	if err != nil {
+		b.Fatal(err)
+	}
+	big, err := ToolsCallWithArgs(64 << 10)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return map[string]*Exchange{"tools-list": list, "tools-call": call, "tools-call-64k": big}
+}
+
+// BenchmarkPassthroughInMemory measures one passthrough stream through the
+// processor (pool not started, executor, processor.Server) and through the
+// minimal server, over the in-memory stream: allocs/op of processor −
+// minimal are the processor's own.
+//
+//	go test -run '^$' -bench PassthroughInMemory -benchmem ./internal/bench
+func BenchmarkPassthroughInMemory(b *testing.B) {
+	proc, mini := benchTargets(b)
+	for _, name := range []string{"tools-list", "tools-call", "tools-call-64k"} {
+		p := Prepare(benchExchanges(b)[name])
+		for _, tg := range []struct {
+			name string
+			srv  extprocv3.ExternalProcessorServer
+		}{{"processor", proc}, {"minimal", mini}} {
+			b.Run(name+"/"+tg.name, func(b *testing.B) {
+				benchDo(b, Pipe(tg.srv), p)
+			})
+		}
+	}
+}
+
+// BenchmarkPassthroughGRPC is BenchmarkPassthroughInMemory over real gRPC
+// on loopback (both servers with grpc.NewServer defaults).
+func BenchmarkPassthroughGRPC(b *testing.B) {
+	proc, mini := benchTargets(b)
+	for _, name := range []string{"tools-list", "tools-call", "tools-call-64k"} {
+		p := Prepare(benchExchanges(b)[name])
+		for _, tg := range []struct {
+			name string
+			srv  extprocv3.ExternalProcessorServer
+		}{{"processor", proc}, {"minimal", mini}} {
+			b.Run(name+"/"+tg.name, func(b *testing.B) {
+				ep, err := Serve(tg.name, tg.srv)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer ep.Close()
+				benchDo(b, ep.Client, p)
+			})
+		}
+	}
+}
+
+func benchDo(b *testing.B, c extprocv3.ExternalProcessorClient, p *Prepared) {
+	ctx := context.Background()
+	d := &Driver{}
+	ok := untouched(p)
+	b.ReportAllocs()
+	for b.Loop() {
+		o, err := d.Do(ctx, c, p)
+		if err == nil {
+			err = ok(o)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

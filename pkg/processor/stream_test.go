@@ -1,0 +1,280 @@
+package processor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"testing"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/rs/zerolog"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+)
+
+// Protocol edges of stream.go, message by message, with a fake Hooks.
+
+// fakeHooks has the tool hooks; post, if set, decides tool_post_invoke.
+type fakeHooks struct {
+	post  func(payload json.RawMessage) executor.Outcome
+	calls int
+}
+
+func (f *fakeHooks) Applies(h cpex.HookType) bool {
+	return h == cpex.ToolPreInvoke || h == cpex.ToolPostInvoke
+}
+
+func (f *fakeHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage, _ *executor.RequestContext, _ executor.Target) executor.Outcome {
+	f.calls++
+	if h == cpex.ToolPostInvoke && f.post != nil {
+		return f.post(p)
+	}
+	return executor.Outcome{}
+}
+
+func (f *fakeHooks) FailClosed(cpex.HookType) bool { return true }
+
+// rewrite is a post hook replacing every result with {"ok":true}.
+func rewrite(json.RawMessage) executor.Outcome {
+	return executor.Outcome{Modified: true, Payload: json.RawMessage(`{"name":"t","result":{"ok":true}}`)}
+}
+
+func testStream(h Hooks) *stream {
+	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
+	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, zerolog.Nop(), nopObserver{})
+}
+
+func headerMap(kv ...string) *corev3.HeaderMap {
+	hm := &corev3.HeaderMap{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		hm.Headers = append(hm.Headers, &corev3.HeaderValue{Key: kv[i], RawValue: []byte(kv[i+1])})
+	}
+	return hm
+}
+
+func requestHeaders(method, path string, eos bool) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+		Headers: headerMap(":method", method, ":path", path, "content-type", "application/json"), EndOfStream: eos}}}
+}
+
+func requestBody(body string) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{
+		Body: []byte(body), EndOfStream: true}}}
+}
+
+func responseHeaders(status int, kv ...string) *extprocv3.ProcessingRequest {
+	kv = append([]string{":status", strconv.Itoa(status)}, kv...)
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{ResponseHeaders: &extprocv3.HttpHeaders{
+		Headers: headerMap(kv...)}}}
+}
+
+func responseBody(chunk string, eos bool) *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{ResponseBody: &extprocv3.HttpBody{
+		Body: []byte(chunk), EndOfStream: eos}}}
+}
+
+const toolCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`
+
+// TestModeOverride: every headers reply carries a mode_override with both
+// body modes set to what the stream needs (contract §3.1), and switching a
+// response to STREAMED removes content-length (§4).
+func TestModeOverride(t *testing.T) {
+	type mode struct {
+		reqBody, respBody filterv3.ProcessingMode_BodySendMode
+		respHeaders       filterv3.ProcessingMode_HeaderSendMode
+	}
+	const (
+		none     = filterv3.ProcessingMode_NONE
+		buffered = filterv3.ProcessingMode_BUFFERED
+		streamed = filterv3.ProcessingMode_STREAMED
+		skip     = filterv3.ProcessingMode_SKIP
+		dflt     = filterv3.ProcessingMode_DEFAULT
+	)
+	inspect := []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", false), requestBody(toolCall)}
+	tests := []struct {
+		name     string
+		msgs     []*extprocv3.ProcessingRequest
+		want     mode // of the last reply
+		removeCL bool
+	}{
+		{"POST /mcp", inspect[:1], mode{buffered, none, dflt}, false},
+		{"POST /mcp?x=1", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp?x=1", false)}, mode{buffered, none, dflt}, false},
+		{"POST /mcp without body", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", true)}, mode{none, none, skip}, false},
+		{"GET /mcp", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/mcp", true)}, mode{none, none, skip}, false},
+		{"DELETE /mcp", []*extprocv3.ProcessingRequest{requestHeaders("DELETE", "/mcp", true)}, mode{none, none, skip}, false},
+		{"POST /other", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/other", false)}, mode{none, none, skip}, false},
+		{"JSON response", append(inspect, responseHeaders(200, "content-type", "application/json", "content-length", "42")), mode{none, buffered, dflt}, false},
+		{"JSON response with charset", append(inspect, responseHeaders(200, "content-type", "application/json; charset=utf-8")), mode{none, buffered, dflt}, false},
+		{"SSE response", append(inspect, responseHeaders(200, "content-type", "text/event-stream", "content-length", "42")), mode{none, streamed, dflt}, true},
+		{"error status", append(inspect, responseHeaders(500, "content-type", "application/json")), mode{none, none, dflt}, false},
+		{"other content type", append(inspect, responseHeaders(200, "content-type", "text/html")), mode{none, none, dflt}, false},
+		{"no hooked request", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", false),
+			requestBody(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), responseHeaders(200, "content-type", "application/json")}, mode{none, none, dflt}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := testStream(&fakeHooks{})
+			var last *extprocv3.ProcessingResponse
+			for _, m := range tt.msgs {
+				r := st.handle(m)
+				isHeaders := m.GetRequestHeaders() != nil || m.GetResponseHeaders() != nil
+				if isHeaders && r.GetModeOverride() == nil {
+					t.Fatalf("headers reply without mode_override: %v", r)
+				}
+				last = r
+			}
+			o := last.GetModeOverride()
+			got := mode{o.GetRequestBodyMode(), o.GetResponseBodyMode(), o.GetResponseHeaderMode()}
+			if got != tt.want {
+				t.Errorf("mode_override %+v, want %+v", got, tt.want)
+			}
+			var removed bool
+			for _, h := range last.GetResponseHeaders().GetResponse().GetHeaderMutation().GetRemoveHeaders() {
+				removed = removed || h == "content-length"
+			}
+			if removed != tt.removeCL {
+				t.Errorf("content-length removed: %v, want %v", removed, tt.removeCL)
+			}
+		})
+	}
+}
+
+// Replies to a body chunk, as the tests write them.
+const (
+	pass  = "<unchanged>"
+	clear = "<clear>"
+)
+
+func replyBody(t *testing.T, r *extprocv3.ProcessingResponse) string {
+	t.Helper()
+	br := r.GetResponseBody()
+	if br == nil {
+		t.Fatalf("reply %v is not a response_body reply", r)
+	}
+	if hm := br.GetResponse().GetHeaderMutation(); hm != nil {
+		t.Errorf("header mutation in a STREAMED body reply: %v", hm)
+	}
+	bm := br.GetResponse().GetBodyMutation()
+	switch {
+	case bm == nil:
+		return pass
+	case bm.GetClearBody():
+		return clear
+	case bm.GetBody() != nil:
+		return string(bm.GetBody())
+	}
+	t.Fatalf("body mutation %v neither sets nor clears the body", bm)
+	return ""
+}
+
+// TestSSEChunks: what each SSE chunk is answered with.
+func TestSSEChunks(t *testing.T) {
+	const (
+		result    = "event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"
+		rewritten = "event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"ok\":true}}\n\n"
+		progress  = "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n\n"
+	)
+	type chunk struct {
+		body string
+		eos  bool
+		want string
+	}
+	tests := []struct {
+		name   string
+		post   func(json.RawMessage) executor.Outcome
+		chunks []chunk
+	}{
+		{"whole events, unchanged", nil, []chunk{{progress, false, pass}, {result, true, pass}}},
+		{"whole event, rewritten", rewrite, []chunk{{progress + result, true, progress + rewritten}}},
+		{"part of an event is held", nil, []chunk{{result[:20], false, clear}, {result[20:40], false, clear}, {result[40:], true, result}}},
+		{"part held and rewritten", rewrite, []chunk{{progress + result[:30], false, progress}, {result[30:], false, rewritten}, {"", true, pass}}},
+		{"held bytes flushed at end_of_stream", nil, []chunk{{progress + result[:30], false, progress}, {result[30 : len(result)-2], true, result[:len(result)-2]}}},
+		{"held bytes flushed by an empty last chunk", nil, []chunk{{result[:len(result)-1], false, clear}, {"", true, result[:len(result)-1]}}},
+		{"unterminated last event inspected", rewrite, []chunk{{result[:len(result)-2], false, clear}, {"", true, rewritten[:len(rewritten)-2]}}},
+		{"unterminated last event in the last chunk", rewrite, []chunk{{progress, false, pass}, {result[:len(result)-1], true, rewritten[:len(rewritten)-1]}}},
+		{"blank line split across chunks", rewrite, []chunk{{result[:len(result)-1], false, clear}, {"\n" + progress, true, rewritten + progress}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			hooks := &fakeHooks{post: tt.post}
+			st := testStream(hooks)
+			for _, m := range []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", false), requestBody(toolCall),
+				responseHeaders(200, "content-type", "text/event-stream")} {
+				st.handle(m)
+			}
+			for i, c := range tt.chunks {
+				got := replyBody(t, st.handle(responseBody(c.body, c.eos)))
+				if got != c.want {
+					t.Errorf("chunk %d %q: reply %q, want %q", i, c.body, got, c.want)
+				}
+			}
+			if tt.post != nil && hooks.calls != 2 { // pre and post
+				t.Errorf("%d hook runs, want 2", hooks.calls)
+			}
+		})
+	}
+}
+
+// runSSE feeds an SSE response in chunks through a stream that has a pending
+// tools/call with id 1 and returns what the client receives.
+func runSSE(t *testing.T, post func(json.RawMessage) executor.Outcome, chunks [][]byte) []byte {
+	t.Helper()
+	st := testStream(&fakeHooks{post: post})
+	for _, m := range []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", false), requestBody(toolCall),
+		responseHeaders(200, "content-type", "text/event-stream")} {
+		st.handle(m)
+	}
+	var out []byte
+	for i, c := range chunks {
+		switch got := replyBody(t, st.handle(responseBody(string(c), i == len(chunks)-1))); got {
+		case pass:
+			out = append(out, c...)
+		case clear:
+		default:
+			out = append(out, got...)
+		}
+	}
+	return out
+}
+
+// cut splits b at up to 8 offsets taken from the bytes of seed.
+func cut(b []byte, seed uint64) [][]byte {
+	var at []int
+	for k := 0; k < 8 && seed != 0; k++ {
+		at = append(at, int(seed&0xff)%(len(b)+1))
+		seed >>= 8
+	}
+	slices.Sort(at)
+	var out [][]byte
+	prev := 0
+	for _, i := range at {
+		out = append(out, b[prev:i])
+		prev = i
+	}
+	return append(out, b[prev:])
+}
+
+// FuzzStreamedResponse: however an SSE response is cut into chunks, the
+// client gets the bytes it would get from one chunk, and exactly the
+// server's bytes when no plugin changes anything.
+func FuzzStreamedResponse(f *testing.F) {
+	f.Add([]byte("event: message\nid: 7\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n\n"), uint64(0x2814))
+	f.Add([]byte("data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\r\n\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\r\n\r\n"), uint64(0x403f3e0a))
+	f.Add([]byte("\xef\xbb\xbfdata: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{}}\r\r: c\n\ndata: [{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}]"), uint64(0x0102030405))
+	f.Fuzz(func(t *testing.T, body []byte, seed uint64) {
+		chunks := cut(body, seed)
+		if got := runSSE(t, nil, chunks); !bytes.Equal(got, body) {
+			t.Fatalf("unchanged stream in %d chunks: client got %q, want %q", len(chunks), got, body)
+		}
+		whole := runSSE(t, rewrite, [][]byte{body})
+		if got := runSSE(t, rewrite, chunks); !bytes.Equal(got, whole) {
+			t.Fatalf("rewritten stream in chunks %q: client got %q, in one chunk %q", chunks, got, whole)
+		}
+	})
+}
