@@ -49,6 +49,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	adminAddr := fs.String("admin-addr", envOr("EXTPROC_ADMIN_ADDR", ":9090"), "admin HTTP address: /healthz /readyz /metrics [EXTPROC_ADMIN_ADDR]")
 	logLevel := fs.String("log-level", envOr("EXTPROC_LOG_LEVEL", "info"), "log level: debug, info, warn, error [EXTPROC_LOG_LEVEL]")
 	grace := fs.Duration("grace-period", 10*time.Second, "how long open streams may finish after SIGTERM")
+	logBodies := fs.Bool("log-bodies", false, "with --log-level debug, also log request bodies (credential headers redacted); may expose secrets")
 	withPprof := fs.Bool("pprof", false, "serve net/http/pprof on the admin address under /debug/pprof/")
 	checkOnly := fs.Bool("check-config", false, "validate the config file, print every problem, and exit 0 (valid) or 1")
 	if err := fs.Parse(args); err != nil {
@@ -105,6 +106,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		GracePeriod: *grace,
 		Reload:      reload,
 		Pprof:       *withPprof,
+		LogBodies:   *logBodies,
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("mcp-extproc failed")

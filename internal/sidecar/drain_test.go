@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"

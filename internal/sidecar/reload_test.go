@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
@@ -123,6 +124,16 @@ func TestReloadConfigMap(t *testing.T) {
 	}
 }
 
+// signal sends one reload signal, failing the test if Run does not take it.
+func signal(t *testing.T, hup chan<- struct{}) {
+	t.Helper()
+	select {
+	case hup <- struct{}{}:
+	case <-time.After(waitTimeout):
+		t.Fatal("Run did not receive the reload signal")
+	}
+}
+
 // TestReloadSignal reloads on Options.Reload (SIGHUP) with polling off.
 func TestReloadSignal(t *testing.T) {
 	p := newReloadPlugins(t)
@@ -143,7 +154,7 @@ func TestReloadSignal(t *testing.T) {
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
-	hup <- struct{}{}
+	signal(t, hup)
 	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "applied")
 	sc.waitReady("Guard", "Guard2")
 	blockedBy(t, sc.call("danger2", nil), "Guard2")
@@ -152,7 +163,7 @@ func TestReloadSignal(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(p.two, "kind: external", "kind: bogus", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hup <- struct{}{}
+	signal(t, hup)
 	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "rejected")
 	blockedBy(t, sc.call("danger2", nil), "Guard2")
 }

@@ -91,7 +91,7 @@ func newHarness(t *testing.T, yaml string, plugins ...pluginserver.Plugin) *harn
 	})
 	waitReady(t, pool, cfg)
 	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec}
-	proc := processor.New(processor.Options{Snapshot: func() *processor.Snapshot { return snap }})
+	proc := processor.New(processor.Options{Snapshot: func() *processor.Snapshot { return snap }, WithHeaders: pluginclient.WithHeaders})
 	return &harness{
 		t:      t,
 		cfg:    cfg,

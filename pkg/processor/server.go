@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"sync/atomic"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -52,6 +53,14 @@ type Options struct {
 	Snapshot func() *Snapshot
 	// Observer, if set, is told about each stream's decisions (metrics).
 	Observer Observer
+	// WithHeaders, if set, attaches HTTP headers to the plugin calls made
+	// with the returned context (pluginclient.WithHeaders): the request's
+	// traceparent, tracestate and x-request-id follow each tool call into
+	// its plugins.
+	WithHeaders func(context.Context, http.Header) context.Context
+	// LogBodies logs request bodies at debug level (with credential headers
+	// redacted). Off by default: bodies may hold secrets.
+	LogBodies bool
 }
 
 // Server implements extprocv3.ExternalProcessorServer.
@@ -90,7 +99,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		s.open.Add(-1)
 		s.opts.Observer.StreamClosed()
 	}()
-	st := newStream(srv.Context(), s.opts.Snapshot(), s.opts.Logger, s.opts.Observer)
+	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts)
 	for {
 		req, err := srv.Recv()
 		if err != nil {

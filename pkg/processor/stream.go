@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -15,6 +16,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -39,8 +42,14 @@ type stream struct {
 
 	requestID string
 	sessionID string
-	global    cpex.GlobalContext
-	forwarded map[string]string // request headers forwarded to tool_pre_invoke
+	encoding  string      // content-encoding of the request body, "" for identity
+	trace     http.Header // traceparent, tracestate: sent with every plugin call
+	// withHeaders attaches HTTP headers to the plugin calls made with a ctx.
+	withHeaders func(context.Context, http.Header) context.Context
+	logBodies   bool
+	logHeaders  []string // request headers for --log-bodies, sensitive ones redacted
+	global      cpex.GlobalContext
+	forwarded   map[string]string // request headers forwarded to tool_pre_invoke
 
 	// wantRequestBody: the request-headers reply asked for the body.
 	wantRequestBody bool
@@ -65,8 +74,17 @@ type pendingCall struct {
 	rc     *executor.RequestContext
 }
 
-func newStream(ctx context.Context, snap *Snapshot, log zerolog.Logger, obs Observer) *stream {
-	return &stream{ctx: ctx, snap: snap, log: log, obs: obs}
+func newStream(ctx context.Context, snap *Snapshot, opts *Options) *stream {
+	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer,
+		withHeaders: opts.WithHeaders, logBodies: opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel}
+}
+
+// redactHeader hides the value of credential headers in --log-bodies logs.
+func redactHeader(k, v string) string {
+	if config.IsCredentialHeader(k) {
+		return "[redacted]"
+	}
+	return v
 }
 
 // requestHeaders decides whether this request can carry a hooked MCP message.
@@ -91,6 +109,14 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 			st.sessionID = v
 		case "content-encoding":
 			encoding = strings.ToLower(strings.TrimSpace(v))
+		case "traceparent", "tracestate":
+			if st.trace == nil {
+				st.trace = make(http.Header, 3)
+			}
+			st.trace.Set(k, v)
+		}
+		if st.logBodies {
+			st.logHeaders = append(st.logHeaders, k, redactHeader(k, v))
 		}
 		// Configured headers may name any header, the ones above included.
 		if k == "" {
@@ -125,12 +151,19 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	if st.sessionID != "" {
 		st.global.Metadata["mcp_session_id"] = st.sessionID
 	}
-	if encoding != "" && encoding != "identity" {
-		// A body the sidecar cannot read must not reach the server uninspected.
-		st.obs.Immediate("unsupported_encoding")
-		st.log.Warn().Str("content_encoding", encoding).Msg("refused: content-encoding not supported on MCP requests")
-		return jsonRPCReply(http.StatusUnsupportedMediaType,
-			mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest, "content-encoding "+strconv.Quote(encoding)+" is not supported on MCP requests", nil), false, nil)
+	if encoding != "identity" {
+		st.encoding = encoding
+	}
+	if st.trace != nil {
+		for k := range st.trace {
+			st.global.Metadata[strings.ToLower(k)] = st.trace.Get(k)
+		}
+		st.trace.Set("x-request-id", st.requestID)
+		if st.withHeaders != nil {
+			st.ctx = st.withHeaders(st.ctx, st.trace)
+		}
+	} else if st.withHeaders != nil {
+		st.ctx = st.withHeaders(st.ctx, http.Header{"X-Request-Id": {st.requestID}})
 	}
 	if h.GetEndOfStream() {
 		// A POST without a body holds no MCP message; the server answers it.
@@ -165,7 +198,35 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return jsonRPCReply(http.StatusRequestEntityTooLarge, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
 			fmt.Sprintf("request body of %d bytes exceeds the inspection limit of %d bytes", len(body), max), nil), false, nil)
 	}
+	decoded := false
+	if st.encoding != "" {
+		// A body the sidecar cannot read must not reach the server
+		// uninspected: decode it, inspect it, and forward the decoded bytes
+		// (content-encoding removed), so the server reads exactly what the
+		// plugins saw.
+		limit := st.snap.Settings.MaxBodyBytes
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		out, err := contentcoding.Decode(st.encoding, body, limit)
+		switch {
+		case errors.Is(err, contentcoding.ErrTooLarge):
+			st.obs.Immediate("too_large")
+			st.log.Warn().Str("content_encoding", st.encoding).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
+			return jsonRPCReply(http.StatusRequestEntityTooLarge, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
+				fmt.Sprintf("decoded request body exceeds the inspection limit of %d bytes", limit), nil), false, nil)
+		case err != nil:
+			st.obs.Immediate("unsupported_encoding")
+			st.log.Warn().Err(err).Msg("refused: request body cannot be decoded")
+			return jsonRPCReply(http.StatusUnsupportedMediaType, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
+				"request body cannot be inspected: "+err.Error(), nil), false, nil)
+		}
+		body, decoded = out, true
+	}
 	st.obs.BodyInspected("request", len(body))
+	if st.logBodies {
+		st.log.Debug().Strs("headers", st.logHeaders).Bytes("body", body).Msg("request body (--log-bodies)")
+	}
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
 		code, reason := mcpmsg.CodeParseError, err.Error()
@@ -234,7 +295,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	if len(refusals) > 0 {
 		return st.refuse(msgs, refusals)
 	}
-	if replaced == nil && setHeaders == nil {
+	if replaced == nil && setHeaders == nil && !decoded {
 		return bodyReply(false, nil, false)
 	}
 	newBody := body
@@ -243,6 +304,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	resp := bodyReply(false, newBody, true)
 	cr := resp.GetRequestBody().GetResponse()
+	if decoded {
+		cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, "content-encoding")
+	}
 	for k, v := range setHeaders {
 		cr.HeaderMutation.SetHeaders = append(cr.HeaderMutation.SetHeaders, header(k, v))
 	}

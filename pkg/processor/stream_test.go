@@ -47,7 +47,7 @@ func rewrite(json.RawMessage) executor.Outcome {
 
 func testStream(h Hooks) *stream {
 	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, zerolog.Nop(), nopObserver{})
+	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}})
 }
 
 func headerMap(kv ...string) *corev3.HeaderMap {
