@@ -7,9 +7,13 @@
 GO       ?= go
 BIN      := bin
 CMDS     := extproc example-plugin mcp-echo e2e
-FUZZTIME ?= 10s
-# Fuzz targets run briefly by `make test` (package:target).
-FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode
+FUZZTIME ?= 5s
+# Fuzz targets run briefly by `make test` (package:target): every parser that
+# reads bytes from a client, a server or a plugin. Seed corpora live in each
+# package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper.
+FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse \
+	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand \
+	./pkg/pluginclient:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke
 
 .PHONY: all build test vet fmt-check unit fuzz demo bench deps clean
 
