@@ -95,7 +95,7 @@ func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
 		defer t.Stop()
 		select {
 		case <-t.C:
-		case <-s.stop.Done():
+		case <-s.drained.Done():
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -105,8 +105,13 @@ func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
 		if err := closePools(ctx, removed); err != nil {
 			s.log.Warn().Err(err).Msg("close removed plugins")
 		}
+		// A later reload may have brought a plugin back under the same
+		// name: its series are live again.
+		cur := s.current.Load()
 		for _, name := range gone {
-			s.metrics.ForgetPlugin(name)
+			if _, back := cur.set.pools[name]; !back {
+				s.metrics.ForgetPlugin(name)
+			}
 		}
 	}()
 }

@@ -52,6 +52,9 @@ type Options struct {
 	Reload <-chan struct{}
 	// Pprof serves net/http/pprof on the admin server.
 	Pprof bool
+	// LogBodies logs request bodies at debug level (credential headers
+	// redacted); see processor.Options.LogBodies.
+	LogBodies bool
 	// Started, if set, receives the bound addresses once both servers listen.
 	Started func(grpcAddr, adminAddr net.Addr)
 }
@@ -77,7 +80,9 @@ type sidecar struct {
 	// retired holds work that outlives a reload: closing the executor and
 	// the pools of a replaced generation once its streams are done.
 	retired sync.WaitGroup
-	stop    context.Context // done when Run shuts down
+	// drained is done once Run has stopped and its open streams have ended:
+	// retired generations may then close at once.
+	drained context.Context
 }
 
 // Run runs the sidecar until ctx is done, then drains and returns nil, or
@@ -94,10 +99,25 @@ func Run(ctx context.Context, opts Options) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s := &sidecar{opts: opts, log: opts.Logger, metrics: metrics.New(reg), stop: ctx}
+	drained, setDrained := context.WithCancel(context.WithoutCancel(ctx))
+	defer setDrained()
+	s := &sidecar{opts: opts, log: opts.Logger, metrics: metrics.New(reg), drained: drained}
 
+	// Listen before connecting to plugins, so that an address in use stops
+	// Run with nothing to clean up.
+	grpcLis, err := net.Listen("tcp", opts.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen grpc %s: %w", opts.GRPCAddr, err)
+	}
+	adminLis, err := net.Listen("tcp", opts.AdminAddr)
+	if err != nil {
+		grpcLis.Close()
+		return fmt.Errorf("listen admin %s: %w", opts.AdminAddr, err)
+	}
 	gen, created, _, err := s.build(opts.Config, nil)
 	if err != nil {
+		grpcLis.Close()
+		adminLis.Close()
 		return err
 	}
 	poolCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
@@ -112,17 +132,11 @@ func Run(ctx context.Context, opts Options) error {
 		Logger:   s.log.With().Str("component", "processor").Logger(),
 		Snapshot: func() *processor.Snapshot { return s.current.Load().snap },
 		Observer: s.metrics,
+		// The request's trace context and x-request-id follow each tool
+		// call into its plugins.
+		WithHeaders: pluginclient.WithHeaders,
+		LogBodies:   opts.LogBodies,
 	})
-
-	grpcLis, err := net.Listen("tcp", opts.GRPCAddr)
-	if err != nil {
-		return fmt.Errorf("listen grpc %s: %w", opts.GRPCAddr, err)
-	}
-	adminLis, err := net.Listen("tcp", opts.AdminAddr)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("listen admin %s: %w", opts.AdminAddr, err)
-	}
 
 	gs := grpc.NewServer()
 	extprocv3.RegisterExternalProcessorServer(gs, proc)
@@ -181,7 +195,7 @@ loop:
 			if w.changed() {
 				s.reload(poolCtx, w)
 			}
-		case <-make(chan struct{}):
+		case <-opts.Reload:
 			w.changed() // take in the current content
 			s.reload(poolCtx, w)
 		}
@@ -204,7 +218,10 @@ loop:
 		gs.Stop()
 		<-stopped
 	}
-	s.retired.Wait() // ctx is done: retired generations close at once
+	// The streams are done: retired generations (which open streams may
+	// have been using until now) close at once.
+	setDrained()
+	s.retired.Wait()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	cur := s.current.Load()
