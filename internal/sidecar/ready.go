@@ -13,16 +13,18 @@ import (
 // readiness implements the documented rule: the sidecar is ready once every
 // plugin that must be consulted (on_error fail, not disabled) has completed
 // its start-up sequence at least once. Plugins that fail open never hold
-// readiness back. Readiness latches per plugin: a later plugin outage is
-// handled by the plugin's on_error policy, not by taking every sidecar pod
-// out of its Service at once (which would turn one plugin's outage into a
-// full outage of the MCP server).
+// readiness back. Once ready, the sidecar stays ready until it drains: a
+// later plugin outage, or a plugin added by a config reload that cannot be
+// reached, is handled by that plugin's on_error policy, not by taking every
+// sidecar pod out of its Service at the same moment (which would turn one
+// plugin's trouble into a full outage of the MCP server).
 type readiness struct {
 	current  func() *generation
 	draining atomic.Bool
 
 	mu      sync.Mutex
 	started map[string]bool
+	ready   bool // latched: true once the start-up rule held
 }
 
 // gates reports whether plugin p must have started before the sidecar is ready.
@@ -48,7 +50,8 @@ func (r *readiness) check() bool {
 			ok = false
 		}
 	}
-	return ok
+	r.ready = r.ready || ok
+	return r.ready
 }
 
 type pluginStatus struct {

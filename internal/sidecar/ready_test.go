@@ -105,3 +105,27 @@ func TestReadinessFailOpenOnly(t *testing.T) {
 	}
 	passed(t, sc.call("safe", nil))
 }
+
+// TestReloadAddingUnreachablePluginKeepsReady: a reload that adds a
+// fail-closed plugin nobody can reach must not take the pod out of its
+// Service (every pod would reload at once): readiness stays, and the new
+// plugin's policy refuses the calls it applies to.
+func TestReloadAddingUnreachablePluginKeepsReady(t *testing.T) {
+	good := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plugintest.NewScripted("Good", cpex.ToolPreInvoke))
+	gone := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plugintest.NewScripted("Gone", cpex.ToolPreInvoke))
+	gone.Stop()
+	cm := newConfigMapDir(t, configYAML(pluginEntry("Good", good.URL(), "fail", "")))
+	sc := startSidecar(t, cm.path(), func(o *sidecar.Options) { o.ReloadInterval = 20 * time.Millisecond })
+	sc.waitReady("Good")
+	cm.swap(configYAML(pluginEntry("Good", good.URL(), "fail", ""), pluginEntry("Gone", gone.URL(), "fail", "")))
+	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "applied")
+	if code, rz := sc.readyz(); code != http.StatusOK {
+		t.Fatalf("/readyz = %d %+v after the reload; want 200", code, rz)
+	}
+	if st, err := sc.health(""); err != nil || st != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("gRPC health = %v, %v; want SERVING", st, err)
+	}
+	if e := refusal(t, sc.call("safe", nil)); !strings.Contains(e.Message, "Gone") {
+		t.Errorf("refusal %+v does not name the unreachable plugin", e)
+	}
+}

@@ -49,6 +49,10 @@ const (
 type Error struct {
 	Code    int
 	Message string
+	// ID is the raw id of the request the error is about, when the body is
+	// a single request whose id could be read (e.g. invalid params), so the
+	// error response can carry it; nil otherwise.
+	ID []byte
 }
 
 // Error implements error.
@@ -164,7 +168,11 @@ func Parse(body []byte) (*Body, error) {
 	case '{':
 		m, _, err := s.message(i)
 		if err != nil {
-			return nil, err.toError("")
+			e := err.toError("")
+			if err.code == CodeInvalidParams && m.Kind == KindRequest {
+				e.ID = m.ID
+			}
+			return nil, e
 		}
 		m.bodyAt = i
 		b.one[0] = m

@@ -230,12 +230,14 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
 		code, reason := mcpmsg.CodeParseError, err.Error()
-		if e, ok := err.(*mcpmsg.Error); ok {
-			code, reason = e.Code, e.Message
+		var id []byte
+		var e *mcpmsg.Error
+		if errors.As(err, &e) {
+			code, reason, id = e.Code, e.Message, e.ID
 		}
 		st.obs.Immediate("invalid_request")
 		st.log.Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
-		return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(nil, code, reason, nil), false, nil)
+		return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, code, reason, nil), false, nil)
 	}
 	var (
 		replaced   map[int][]byte
