@@ -23,7 +23,9 @@ func Pipe(srv extprocv3.ExternalProcessorServer) extprocv3.ExternalProcessorClie
 	return &pipeClient{srv: srv}
 }
 
-type pipeClient struct{ srv extprocv3.ExternalProcessorServer }
+type pipeClient struct {
+	srv extprocv3.ExternalProcessorServer
+}
 
 // Process implements [extprocv3.ExternalProcessorClient.Process].
 func (p *pipeClient) Process(ctx context.Context, _ ...grpc.CallOption) (extprocv3.ExternalProcessor_ProcessClient, error) {
