@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -100,9 +102,11 @@ func TestDriver(t *testing.T) {
 			client extprocv3.ExternalProcessorClient
 		}{{"grpc", ep.Client}, {"pipe", Pipe(m)}} {
 			t.Run(tt.name+"/"+c.via, func(t *testing.T) {
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
 				p := Prepare(tt.x)
 				d := &Driver{Record: true}
-				o, err := d.Do(context.Background(), c.client, p)
+				o, err := d.Do(ctx, c.client, p)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -170,8 +174,10 @@ func TestDriverRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
 			d := &Driver{}
-			_, err := d.Do(context.Background(), Pipe(&scripted{reply: tt.reply}), Prepare(call))
+			_, err := d.Do(ctx, Pipe(&scripted{reply: tt.reply}), Prepare(call))
 			if !errors.Is(err, ErrProtocol) {
 				t.Fatalf("err = %v, want ErrProtocol", err)
 			}
@@ -254,7 +260,9 @@ func TestCompareRotates(t *testing.T) {
 			return Timing{Total: time.Duration(i+1) * time.Millisecond, TTFB: time.Millisecond}, nil
 		}
 	}
-	c, err := Compare(context.Background(), Config{Rounds: 2, MinOps: 2}, op(0), op(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := Compare(ctx, Config{Rounds: 2, MinOps: 2}, op(0), op(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,5 +361,155 @@ func benchDo(b *testing.B, c extprocv3.ExternalProcessorClient, p *Prepared) {
 		if err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkSSEInMemory measures a 1 MiB SSE tools/call result through the
+// processor with a post hook (plugin server on loopback, answering at once)
+// and through the minimal server in STREAMED mode, over the in-memory
+// stream. The plugin call is included in the processor's figures.
+//
+//	go test -run '^$' -bench SSEInMemory -benchmem ./internal/bench
+func BenchmarkSSEInMemory(b *testing.B) {
+	ps, err := StartPlugin(DelayPlugin("Post", 0, cpex.ToolPostInvoke))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	proc, err := NewProcessor(ctx, SidecarConfig(4<<20, PluginSpec{Name: "Post", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPostInvoke}}), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { proc.Close() })
+	mini := NewMinimal(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_STREAMED)
+	for _, shape := range []string{ManyEvents, OneEvent} {
+		x, _, err := StreamedToolsCall(shape, 1<<20, 16<<10)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p := Prepare(x)
+		for _, tg := range []struct {
+			name string
+			srv  extprocv3.ExternalProcessorServer
+		}{{"processor", proc}, {"minimal", mini}} {
+			b.Run(shape+"/"+tg.name, func(b *testing.B) {
+				b.SetBytes(int64(p.ResponseLen()))
+				d := &Driver{}
+				ok := intact(p)
+				c := Pipe(tg.srv)
+				b.ReportAllocs()
+				for b.Loop() {
+					o, err := d.Do(ctx, c, p)
+					if err == nil {
+						err = ok(o)
+					}
+					if err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDrivers compares the lean driver with the strict fake Envoy of
+// internal/envoytest (Filter.Do) on the same exchange against the minimal
+// server over gRPC: the reason the figures use the lean driver.
+//
+//	go test -run '^$' -bench Drivers -benchmem ./internal/bench
+func BenchmarkDrivers(b *testing.B) {
+	mini := NewMinimal(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE)
+	ep, err := Serve("minimal", mini)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ep.Close() })
+	x, err := ToolsCall()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	b.Run("lean", func(b *testing.B) {
+		benchDo(b, ep.Client, Prepare(x))
+	})
+	b.Run("envoytest", func(b *testing.B) {
+		f := &envoytest.Filter{Client: ep.Client, AllowModeOverride: true, MessageTimeout: 5 * time.Second}
+		req := &envoytest.Request{Method: "POST", Path: "/mcp", Authority: "mcp.example.com",
+			Headers: http.Header{}, Body: [][]byte{x.RequestBody}}
+		for _, h := range x.RequestHeaders {
+			if !strings.HasPrefix(h.Key, ":") {
+				req.Headers.Add(h.Key, h.Value)
+			}
+		}
+		resp := &envoytest.UpstreamResponse{Status: 200, Headers: http.Header{}, Body: x.ResponseBody}
+		for _, h := range x.ResponseHeaders {
+			if !strings.HasPrefix(h.Key, ":") {
+				resp.Headers.Add(h.Key, h.Value)
+			}
+		}
+		up := func(context.Context, *envoytest.UpstreamRequest) (*envoytest.UpstreamResponse, error) {
+			return resp, nil
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := f.Do(ctx, req, up)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res.LocalError != "" || res.Status != 200 {
+				b.Fatalf("status %d, local error %q", res.Status, res.LocalError)
+			}
+		}
+	})
+}
+
+// BenchmarkOnePluginInMemory measures tools/call through the processor with
+// one plugin on tool_pre_invoke (a plugin server on loopback that answers
+// at once), against the minimal server plus the same invoke_hook made
+// directly: the difference is the sidecar's own cost around a plugin call.
+//
+//	go test -run '^$' -bench OnePluginInMemory -benchmem ./internal/bench
+func BenchmarkOnePluginInMemory(b *testing.B) {
+	ps, err := StartPlugin(DelayPlugin("Guard", 0, cpex.ToolPreInvoke))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	proc, err := NewProcessor(ctx, SidecarConfig(0, PluginSpec{Name: "Guard", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}), true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { proc.Close() })
+	direct, err := DialDirect(ctx, ps.URL, "Guard")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { direct.Close() })
+	x, err := ToolsCall()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := Prepare(x)
+	ok := untouched(p)
+	d := &Driver{}
+	ops := map[string]Op{
+		"processor": exchangeOp(d, &Endpoint{Name: "processor", Client: Pipe(proc)}, p, ok),
+		"minimal+direct": baselineOp(d, &Endpoint{Name: "minimal", Client: Pipe(NewMinimal(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE))}, p, ok, false, false,
+			hookCall{d: direct, hook: cpex.ToolPreInvoke, payload: toolPrePayload(), pctx: pluginContext()}),
+	}
+	for _, name := range []string{"processor", "minimal+direct"} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := ops[name](ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

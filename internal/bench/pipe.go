@@ -15,8 +15,9 @@ import (
 )
 
 // Pipe returns an in-memory client of srv: every Process call runs
-// srv.Process in a new goroutine and passes the messages over channels,
-// without serialization or network. The server side sees exactly the
+// srv.Process in a new goroutine and passes the messages over buffered
+// channels (so that, as over gRPC, a send does not wait for the other end
+// to receive), without serialization or network. The server side sees exactly the
 // pointers the client sent, so what it allocates is its own. Used to
 // measure the processor's allocations apart from gRPC's.
 func Pipe(srv extprocv3.ExternalProcessorServer) extprocv3.ExternalProcessorClient {
@@ -32,8 +33,8 @@ func (p *pipeClient) Process(ctx context.Context, _ ...grpc.CallOption) (extproc
 	ctx, cancel := context.WithCancel(ctx)
 	s := &pipeStream{
 		ctx: ctx, cancel: cancel,
-		up:       make(chan *extprocv3.ProcessingRequest),
-		down:     make(chan *extprocv3.ProcessingResponse),
+		up:       make(chan *extprocv3.ProcessingRequest, pipeBuffer),
+		down:     make(chan *extprocv3.ProcessingResponse, pipeBuffer),
 		finished: make(chan struct{}),
 	}
 	go func() { // ends when srv.Process returns, at the latest on ctx
@@ -42,6 +43,9 @@ func (p *pipeClient) Process(ctx context.Context, _ ...grpc.CallOption) (extproc
 	}()
 	return &pipeClientStream{s}, nil
 }
+
+// pipeBuffer is how many messages a direction holds before a send blocks.
+const pipeBuffer = 8
 
 // pipeStream is the state both ends share.
 type pipeStream struct {
@@ -75,6 +79,11 @@ func (c *pipeClientStream) Recv() (*extprocv3.ProcessingResponse, error) {
 	case m := <-c.s.down:
 		return m, nil
 	case <-c.s.finished:
+		select { // replies sent before the server returned come first
+		case m := <-c.s.down:
+			return m, nil
+		default:
+		}
 		if c.s.err != nil {
 			return nil, c.s.err
 		}

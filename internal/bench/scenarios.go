@@ -58,10 +58,10 @@ func newRunner(opts Options) *runner {
 		r.allocOps, r.bigArgsBytes = 10, 4<<10
 		return r
 	}
-	r.seq = Config{Rounds: 7, Duration: 400 * time.Millisecond, MinOps: 200, Warmup: 300}
+	r.seq = Config{Rounds: 7, Duration: 800 * time.Millisecond, MinOps: 200, Warmup: 300}
 	r.chain = Config{Rounds: 5, Duration: 400 * time.Millisecond, MinOps: 30, Warmup: 20}
 	r.sse = Config{Rounds: 5, Duration: 500 * time.Millisecond, MinOps: 15, Warmup: 5}
-	r.load = Config{Rounds: 2, Duration: 1500 * time.Millisecond}
+	r.load = Config{Rounds: 3, Duration: 1200 * time.Millisecond}
 	r.levels = []int{10, 100, 1000}
 	r.delays = []time.Duration{0, 2 * time.Millisecond}
 	r.sseSize, r.sseChunk = 1<<20, 16<<10
@@ -267,12 +267,17 @@ func (r *runner) passthrough(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	big, err := ToolsCallWithArgs(r.bigArgsBytes)
+	if err != nil {
+		return err
+	}
 	cases := []struct {
 		label, short, sidecar string
 		x                     *Exchange
 	}{
 		{"tools/list; plugin on tool_pre_invoke, conditions tools: [other]", "tools/list", "pre-cond", list},
 		{"tools/call echo; same plugin (conditions do not match)", "tools/call cond-miss", "pre-cond", call},
+		{fmt.Sprintf("tools/call echo, %d KiB arguments; same plugin (conditions do not match)", r.bigArgsBytes>>10), "tools/call big cond-miss", "pre-cond", big},
 		{"tools/call echo; plugin on prompt_pre_fetch only", "tools/call hook-miss", "prompt", call},
 		{"tools/call echo; plugin on tool_pre_invoke+tool_post_invoke, conditions tools: [other]", "tools/call pre+post cond-miss", "both-cond", call},
 	}
