@@ -92,6 +92,15 @@ func (s *pluginSet) Effective() (uint64, []config.Plugin) {
 	return gen, out
 }
 
+// Generation is the generation Effective reports, without copying configs.
+func (s *pluginSet) Generation() uint64 {
+	gen := s.epoch << 40
+	for _, name := range s.order {
+		gen += s.pools[name].Generation()
+	}
+	return gen
+}
+
 // State returns a plugin's connection state.
 func (s *pluginSet) State(plugin string) pluginclient.State {
 	if pool, ok := s.pools[plugin]; ok {

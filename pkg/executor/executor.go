@@ -182,8 +182,18 @@ func New(plugins Plugins, opts Options) *Executor {
 	return e
 }
 
+// generationer is implemented by Plugins that can report their generation
+// without copying their configs (pluginclient.Pool does); the executor then
+// calls Effective only when the generation changed.
+type generationer interface{ Generation() uint64 }
+
 // snapshot returns the plan for the current generation of plugins.
 func (e *Executor) snapshot() *snapshot {
+	if g, ok := e.plugins.(generationer); ok {
+		if s := e.snap.Load(); s != nil && s.gen == g.Generation() {
+			return s
+		}
+	}
 	gen, plugins := e.plugins.Effective()
 	if s := e.snap.Load(); s != nil && s.gen == gen {
 		return s
@@ -204,6 +214,33 @@ func (e *Executor) Applies(hook cpex.HookType) bool {
 	for _, ph := range hp.phases {
 		for _, en := range ph {
 			if !e.isDisabled(en.key) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AppliesTo reports whether any plugin would run on hook for this message:
+// it has the hook, is not disabled, and its conditions match g and t. The
+// processor asks before building a payload, so traffic no plugin's
+// conditions select costs no payload work and no response inspection.
+func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target) bool {
+	hp := e.snapshot().hooks[hook]
+	if hp == nil {
+		return false
+	}
+	var users []string
+	usersDone := false
+	userStringsOnce := func() []string {
+		if !usersDone {
+			users, usersDone = userStrings(g.User), true
+		}
+		return users
+	}
+	for _, ph := range hp.phases {
+		for _, en := range ph {
+			if !e.isDisabled(en.key) && matches(en.conditions, hook, g, t, userStringsOnce) {
 				return true
 			}
 		}

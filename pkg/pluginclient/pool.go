@@ -36,6 +36,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -155,6 +156,7 @@ type Pool struct {
 
 	mu        sync.Mutex
 	gen       uint64
+	genSeen   atomic.Uint64 // gen, readable without mu
 	effective []config.Plugin
 
 	startOnce sync.Once
@@ -330,6 +332,11 @@ func (p *Pool) Effective() (gen uint64, plugins []config.Plugin) {
 	return p.gen, append([]config.Plugin(nil), p.effective...)
 }
 
+// Generation returns the generation Effective would report, without copying
+// the configs: callers on the request path compare it with the generation
+// they planned for.
+func (p *Pool) Generation() uint64 { return p.genSeen.Load() }
+
 // setEffective records plugin i's merged config, bumping the generation if
 // it changed.
 func (p *Pool) setEffective(i int, merged config.Plugin) {
@@ -338,6 +345,7 @@ func (p *Pool) setEffective(i int, merged config.Plugin) {
 	if !reflect.DeepEqual(p.effective[i], merged) {
 		p.effective[i] = merged
 		p.gen++
+		p.genSeen.Store(p.gen)
 	}
 }
 

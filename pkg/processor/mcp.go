@@ -9,6 +9,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/go-json-experiment/json/jsontext"
+
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -41,27 +43,53 @@ func callOf(hook cpex.HookType, m *mcpmsg.Message) call {
 	return call{target: m.Name, args: m.Arguments}
 }
 
-// payload encodes the pre hook payload. The arguments are embedded as the raw
-// bytes the client sent.
+// payload encodes the pre hook payload. The arguments are embedded as the
+// raw bytes the client sent (mcpmsg.Parse validated them): no decode, no
+// re-encode.
 func (c call) payload(hook cpex.HookType, headers map[string]string) (json.RawMessage, error) {
-	var v any
-	args := json.RawMessage(c.args)
+	args := c.args
 	if len(args) == 0 {
-		args = json.RawMessage("{}")
+		args = []byte("{}")
 	}
 	switch hook {
 	case cpex.ToolPreInvoke:
-		v = cpex.ToolPreInvokePayload{Name: c.target, Args: args, Headers: headers}
+		var h []byte
+		if len(headers) > 0 {
+			var err error
+			if h, err = json.Marshal(headers); err != nil {
+				return nil, fmt.Errorf("encode %s headers: %w", hook, err)
+			}
+		}
+		return rawObject("name", c.target, "args", args, "headers", h)
 	case cpex.PromptPreFetch:
-		v = cpex.PromptPreFetchPayload{PromptID: c.target, Args: args}
-	case cpex.ResourcePreFetch:
-		v = cpex.ResourcePreFetchPayload{URI: c.target, Metadata: json.RawMessage("{}")}
+		return rawObject("prompt_id", c.target, "args", args, "", nil)
+	default:
+		return rawObject("uri", c.target, "metadata", []byte("{}"), "", nil)
 	}
-	b, err := json.Marshal(v)
+}
+
+// rawObject encodes {"<key>":"<value>","<rawKey>":<raw>[,"<optKey>":<opt>]}
+// around raw JSON that was validated already; opt is left out when empty.
+func rawObject(key, value, rawKey string, raw []byte, optKey string, opt []byte) (json.RawMessage, error) {
+	b := make([]byte, 0, len(value)+len(raw)+len(opt)+len(key)+len(rawKey)+len(optKey)+16)
+	b = append(b, `{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b, err := jsontext.AppendQuote(b, value)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s payload: %w", hook, err)
+		return nil, fmt.Errorf("encode %s: %w", key, err)
 	}
-	return b, nil
+	b = append(b, `,"`...)
+	b = append(b, rawKey...)
+	b = append(b, `":`...)
+	b = append(b, raw...)
+	if len(opt) > 0 {
+		b = append(b, `,"`...)
+		b = append(b, optKey...)
+		b = append(b, `":`...)
+		b = append(b, opt...)
+	}
+	return append(b, '}'), nil
 }
 
 func (c call) executorTarget(hook cpex.HookType) executor.Target {
@@ -139,20 +167,14 @@ func rewriteRequest(m mcpmsg.Message, hook cpex.HookType, payload json.RawMessag
 
 // postPayload encodes the post hook payload around the raw result.
 func postPayload(hook cpex.HookType, target string, result []byte) (json.RawMessage, error) {
-	var v any
 	switch hook {
 	case cpex.ToolPostInvoke:
-		v = cpex.ToolPostInvokePayload{Name: target, Result: result}
+		return rawObject("name", target, "result", result, "", nil)
 	case cpex.PromptPostFetch:
-		v = cpex.PromptPostFetchPayload{PromptID: target, Result: result}
+		return rawObject("prompt_id", target, "result", result, "", nil)
 	default:
-		v = cpex.ResourcePostFetchPayload{URI: target, Content: result}
+		return rawObject("uri", target, "content", result, "", nil)
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return nil, fmt.Errorf("encode %s payload: %w", hook, err)
-	}
-	return b, nil
 }
 
 // resultOf extracts the new JSON-RPC result from a modified post payload.
@@ -221,11 +243,11 @@ func (st *stream) refusalOf(out executor.Outcome, index int, id []byte, hook cpe
 		if v.HTTPStatusCode != nil && *v.HTTPStatusCode >= 200 && *v.HTTPStatusCode <= 599 {
 			r.status = *v.HTTPStatusCode
 		}
-		st.log.Info().Str("hook", string(hook)).Str("plugin", v.PluginName).Str("code", v.Code).Str("reason", v.Reason).Msg("blocked by plugin")
+		st.logger().Info().Str("hook", string(hook)).Str("plugin", v.PluginName).Str("code", v.Code).Str("reason", v.Reason).Msg("blocked by plugin")
 		return r, true
 	case out.Err != nil:
 		e := out.Err
-		st.log.Warn().Str("hook", string(hook)).Str("plugin", e.Plugin).Err(e.Cause).Bool("plugin_down", e.Down).Msg("refused: plugin failed (on_error: fail)")
+		st.logger().Warn().Str("hook", string(hook)).Str("plugin", e.Plugin).Err(e.Cause).Bool("plugin_down", e.Down).Msg("refused: plugin failed (on_error: fail)")
 		return refusal{index: index, id: id, code: mcpmsg.CodeInternalError, status: http.StatusOK, reason: "plugin_error", denied: true,
 			message: fmt.Sprintf("plugin %s failed: %v", e.Plugin, e.Cause),
 			data:    map[string]any{"plugin": e.Plugin},

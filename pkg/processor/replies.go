@@ -121,3 +121,27 @@ func modeResponse(body filterv3.ProcessingMode_BodySendMode) *filterv3.Processin
 		ResponseBodyMode: body,
 	}
 }
+
+// canned holds the replies that do not depend on the stream, built once per
+// Server and shared by all streams (messages are only read after they are
+// built, so concurrent marshalling is safe): passthrough traffic allocates
+// no reply of its own.
+type canned struct {
+	skipAll, inspectRequest           *extprocv3.ProcessingResponse
+	responseNone, responseBuffered    *extprocv3.ProcessingResponse
+	requestBodyAsIs, responseBodyAsIs *extprocv3.ProcessingResponse
+	requestTrailers, responseTrailers *extprocv3.ProcessingResponse
+}
+
+func newCanned() *canned {
+	return &canned{
+		skipAll:          requestHeadersReply(modeSkipAll()),
+		inspectRequest:   requestHeadersReply(modeInspectRequest()),
+		responseNone:     responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil),
+		responseBuffered: responseHeadersReply(modeResponse(filterv3.ProcessingMode_BUFFERED), nil),
+		requestBodyAsIs:  bodyReply(false, nil, false),
+		responseBodyAsIs: bodyReply(true, nil, false),
+		requestTrailers:  trailersReply(false),
+		responseTrailers: trailersReply(true),
+	}
+}

@@ -32,6 +32,10 @@ type Hooks interface {
 	// Applies reports whether any plugin runs on hook. It is called per
 	// request and must be cheap.
 	Applies(hook cpex.HookType) bool
+	// AppliesTo reports whether any plugin would run on hook for this
+	// message (its conditions match g and t); asked before a payload is
+	// built.
+	AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t executor.Target) bool
 	// Run runs hook through the plugin chain.
 	Run(ctx context.Context, hook cpex.HookType, payload json.RawMessage, rc *executor.RequestContext, t executor.Target) executor.Outcome
 	// FailClosed reports whether a failure to run hook (e.g. a response too
@@ -67,6 +71,7 @@ type Options struct {
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	opts     Options
+	canned   *canned
 	draining atomic.Bool
 	open     atomic.Int64
 }
@@ -76,7 +81,7 @@ func New(opts Options) *Server {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
 	}
-	return &Server{opts: opts}
+	return &Server{opts: opts, canned: newCanned()}
 }
 
 // Drain makes the server refuse new streams; open streams run to their end.
@@ -99,7 +104,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		s.open.Add(-1)
 		s.opts.Observer.StreamClosed()
 	}()
-	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts)
+	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned)
 	for {
 		req, err := srv.Recv()
 		if err != nil {
@@ -126,7 +131,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 		return st.requestBody(r.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		st.obs.Message("request_trailers")
-		return trailersReply(false)
+		return st.canned.requestTrailers
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		st.obs.Message("response_headers")
 		return st.responseHeaders(r.ResponseHeaders)
@@ -135,11 +140,11 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 		return st.responseBody(r.ResponseBody)
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
 		st.obs.Message("response_trailers")
-		return trailersReply(true)
+		return st.canned.responseTrailers
 	default:
 		// An unknown message kind (a newer Envoy): there is no reply kind to
 		// match, so refuse the request rather than guess.
-		st.log.Error().Str("type", fmt.Sprintf("%T", r)).Msg("unknown ext_proc message")
+		st.logger().Error().Str("type", fmt.Sprintf("%T", r)).Msg("unknown ext_proc message")
 		return internalError(st, "unsupported ext_proc message")
 	}
 }

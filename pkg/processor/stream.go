@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -35,15 +36,19 @@ const (
 
 // stream is the state of one ext_proc stream, i.e. one HTTP request.
 type stream struct {
-	ctx  context.Context
-	snap *Snapshot
-	log  zerolog.Logger
-	obs  Observer
+	ctx    context.Context
+	snap   *Snapshot
+	canned *canned
+	log    zerolog.Logger
+	obs    Observer
 
-	requestID string
-	sessionID string
-	encoding  string      // content-encoding of the request body, "" for identity
-	trace     http.Header // traceparent, tracestate: sent with every plugin call
+	requestID    string
+	sessionID    string
+	path         string
+	authority    string
+	contextReady bool        // ensureContext ran
+	encoding     string      // content-encoding of the request body, "" for identity
+	trace        http.Header // traceparent, tracestate: sent with every plugin call
 	// withHeaders attaches HTTP headers to the plugin calls made with a ctx.
 	withHeaders func(context.Context, http.Header) context.Context
 	logBodies   bool
@@ -74,8 +79,8 @@ type pendingCall struct {
 	rc     *executor.RequestContext
 }
 
-func newStream(ctx context.Context, snap *Snapshot, opts *Options) *stream {
-	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer,
+func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned) *stream {
+	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c,
 		withHeaders: opts.WithHeaders, logBodies: opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel}
 }
 
@@ -94,65 +99,86 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	var method, path, authority, encoding string
 	set := st.snap.Settings
 	for _, hv := range h.GetHeaders().GetHeaders() {
-		v := headerValue(hv)
+		// Values are converted to strings only for the headers used.
 		k := hv.GetKey()
 		switch k {
 		case ":method":
-			method = v
+			method = headerValue(hv)
 		case ":path":
-			path = v
+			path = headerValue(hv)
 		case ":authority":
-			authority = v
+			authority = headerValue(hv)
 		case "x-request-id":
-			st.requestID = v
+			st.requestID = headerValue(hv)
 		case "mcp-session-id":
-			st.sessionID = v
+			st.sessionID = headerValue(hv)
 		case "content-encoding":
-			encoding = strings.ToLower(strings.TrimSpace(v))
+			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
 		case "traceparent", "tracestate":
 			if st.trace == nil {
 				st.trace = make(http.Header, 3)
 			}
-			st.trace.Set(k, v)
+			st.trace.Set(k, headerValue(hv))
 		}
 		if st.logBodies {
-			st.logHeaders = append(st.logHeaders, k, redactHeader(k, v))
+			st.logHeaders = append(st.logHeaders, k, redactHeader(k, headerValue(hv)))
 		}
 		// Configured headers may name any header, the ones above included.
 		if k == "" {
 			continue
 		}
 		if k == set.UserHeader {
-			st.global.User = userJSON(v)
+			st.global.User = userJSON(headerValue(hv))
 		}
 		if k == set.TenantHeader {
-			st.global.TenantID = v
+			st.global.TenantID = headerValue(hv)
 		}
 		if k == set.ServerHeader {
-			st.global.ServerID = v
+			st.global.ServerID = headerValue(hv)
 		}
 		if forwardHeader(set.ForwardHeaders, k) {
 			if st.forwarded == nil {
 				st.forwarded = make(map[string]string)
 			}
-			st.forwarded[k] = v
+			st.forwarded[k] = headerValue(hv)
 		}
 	}
 	if method != http.MethodPost || !set.IsMCPPath(path) || !st.anyHook() {
 		st.obs.ModeOverride("skip")
-		return requestHeadersReply(modeSkipAll())
+		return st.canned.skipAll
 	}
+	if encoding != "identity" {
+		st.encoding = encoding
+	}
+	st.path, st.authority = path, authority
+	if h.GetEndOfStream() {
+		// A POST without a body holds no MCP message; the server answers it.
+		st.obs.ModeOverride("skip")
+		return st.canned.skipAll
+	}
+	st.wantRequestBody = true
+	st.obs.ModeOverride("request_buffered")
+	return st.canned.inspectRequest
+}
+
+// ensureContext fills in what only a plugin call or a log line needs: the
+// request id (generated when the request has none), the plugin context
+// metadata, the headers that follow the call into plugins (trace context,
+// x-request-id), and the logger's fields. A request no plugin applies to
+// never pays for it.
+func (st *stream) ensureContext() {
+	if st.contextReady {
+		return
+	}
+	st.contextReady = true
 	if st.requestID == "" {
 		st.requestID = rand.Text()
 	}
 	st.log = st.log.With().Str("request_id", st.requestID).Str("mcp_session_id", st.sessionID).Logger()
 	st.global.RequestID = st.requestID
-	st.global.Metadata = map[string]any{"path": path, "authority": authority}
+	st.global.Metadata = map[string]any{"path": st.path, "authority": st.authority}
 	if st.sessionID != "" {
 		st.global.Metadata["mcp_session_id"] = st.sessionID
-	}
-	if encoding != "identity" {
-		st.encoding = encoding
 	}
 	if st.trace != nil {
 		for k := range st.trace {
@@ -165,14 +191,12 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	} else if st.withHeaders != nil {
 		st.ctx = st.withHeaders(st.ctx, http.Header{"X-Request-Id": {st.requestID}})
 	}
-	if h.GetEndOfStream() {
-		// A POST without a body holds no MCP message; the server answers it.
-		st.obs.ModeOverride("skip")
-		return requestHeadersReply(modeSkipAll())
-	}
-	st.wantRequestBody = true
-	st.obs.ModeOverride("request_buffered")
-	return requestHeadersReply(modeInspectRequest())
+}
+
+// logger returns the stream's logger with the request fields set.
+func (st *stream) logger() *zerolog.Logger {
+	st.ensureContext()
+	return &st.log
 }
 
 // anyHook reports whether any MCP hook has a plugin.
@@ -189,12 +213,12 @@ func (st *stream) anyHook() bool {
 func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
 	st.sawRequestBody = true
 	if !st.wantRequestBody {
-		return bodyReply(false, nil, false)
+		return st.canned.requestBodyAsIs
 	}
 	body := b.GetBody()
 	if max := st.snap.Settings.MaxBodyBytes; max > 0 && int64(len(body)) > max {
 		st.obs.Immediate("too_large")
-		st.log.Warn().Int("bytes", len(body)).Int64("limit", max).Msg("refused: request body over the inspection limit")
+		st.logger().Warn().Int("bytes", len(body)).Int64("limit", max).Msg("refused: request body over the inspection limit")
 		return jsonRPCReply(http.StatusRequestEntityTooLarge, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
 			fmt.Sprintf("request body of %d bytes exceeds the inspection limit of %d bytes", len(body), max), nil), false, nil)
 	}
@@ -212,12 +236,12 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		switch {
 		case errors.Is(err, contentcoding.ErrTooLarge):
 			st.obs.Immediate("too_large")
-			st.log.Warn().Str("content_encoding", st.encoding).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
+			st.logger().Warn().Str("content_encoding", st.encoding).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
 			return jsonRPCReply(http.StatusRequestEntityTooLarge, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
 				fmt.Sprintf("decoded request body exceeds the inspection limit of %d bytes", limit), nil), false, nil)
 		case err != nil:
 			st.obs.Immediate("unsupported_encoding")
-			st.log.Warn().Err(err).Msg("refused: request body cannot be decoded")
+			st.logger().Warn().Err(err).Msg("refused: request body cannot be decoded")
 			return jsonRPCReply(http.StatusUnsupportedMediaType, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
 				"request body cannot be inspected: "+err.Error(), nil), false, nil)
 		}
@@ -225,7 +249,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	st.obs.BodyInspected("request", len(body))
 	if st.logBodies {
-		st.log.Debug().Strs("headers", st.logHeaders).Bytes("body", body).Msg("request body (--log-bodies)")
+		st.logger().Debug().Strs("headers", st.logHeaders).Bytes("body", body).Msg("request body (--log-bodies)")
 	}
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
@@ -236,7 +260,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 			code, reason, id = e.Code, e.Message, e.ID
 		}
 		st.obs.Immediate("invalid_request")
-		st.log.Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
+		st.logger().Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
 		return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, code, reason, nil), false, nil)
 	}
 	var (
@@ -254,14 +278,22 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 			continue
 		}
 		call := callOf(hook, m)
+		// Conditions first: a message no plugin selects costs no payload
+		// work and no response inspection.
+		runPre := st.snap.Hooks.AppliesTo(hook, &st.global, call.executorTarget(hook))
+		wantPost := m.ID != nil && st.snap.Hooks.AppliesTo(post, &st.global, targetFor(post, call.target))
+		if !runPre && !wantPost {
+			continue
+		}
+		st.ensureContext()
 		rc := executor.NewRequestContext(st.global)
-		if m.ID != nil && st.snap.Hooks.Applies(post) {
+		if wantPost {
 			if st.pending == nil {
 				st.pending = make(map[string]*pendingCall)
 			}
 			st.pending[string(m.ID)] = &pendingCall{post: post, target: call.target, rc: rc}
 		}
-		if !st.snap.Hooks.Applies(hook) {
+		if !runPre {
 			continue
 		}
 		payload, err := call.payload(hook, st.forwarded)
@@ -291,14 +323,14 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 				}
 				setHeaders[k] = v
 			}
-			st.log.Debug().Str("hook", string(hook)).Str("target", call.target).Msg("request rewritten by plugins")
+			st.logger().Debug().Str("hook", string(hook)).Str("target", call.target).Msg("request rewritten by plugins")
 		}
 	}
 	if len(refusals) > 0 {
 		return st.refuse(msgs, refusals)
 	}
 	if replaced == nil && setHeaders == nil && !decoded {
-		return bodyReply(false, nil, false)
+		return st.canned.requestBodyAsIs
 	}
 	newBody := body
 	if replaced != nil {
@@ -322,13 +354,13 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		// We asked for the request body and never got it: Envoy ignored our
 		// mode_override, so no pre hook ran. Never pass that silently.
 		st.obs.Immediate("internal")
-		st.log.Error().Msg("request body was never sent: set allow_mode_override: true on the ext_proc filter")
+		st.logger().Error().Msg("request body was never sent: set allow_mode_override: true on the ext_proc filter")
 		return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
 			"mcp-extproc misconfigured: Envoy did not send the request body (allow_mode_override must be true)", nil), false, nil)
 	}
 	if len(st.pending) == 0 || h.GetEndOfStream() {
 		st.obs.ModeOverride("response_none")
-		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil)
+		return st.canned.responseNone
 	}
 	var status int
 	var contentType string
@@ -344,11 +376,11 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	switch {
 	case status < 200 || status > 299:
 		st.obs.ModeOverride("response_none")
-		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil)
+		return st.canned.responseNone
 	case mediaType == "application/json":
 		st.mode = respBuffered
 		st.obs.ModeOverride("response_buffered")
-		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_BUFFERED), nil)
+		return st.canned.responseBuffered
 	case mediaType == "text/event-stream":
 		st.mode = respStreamed
 		st.sse = sse.NewDecoder(int(st.snap.Settings.MaxBodyBytes))
@@ -359,7 +391,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 			&extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}})
 	default:
 		st.obs.ModeOverride("response_none")
-		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil)
+		return st.canned.responseNone
 	}
 }
 
@@ -371,7 +403,7 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 	case respStreamed:
 		return st.streamedResponse(b.GetBody(), b.GetEndOfStream())
 	default:
-		return bodyReply(true, nil, false)
+		return st.canned.responseBodyAsIs
 	}
 }
 
@@ -384,12 +416,12 @@ func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
 	if err != nil {
 		// The server's own answer is not JSON-RPC: nothing to hook, and the
 		// client will report it. Log, do not rewrite.
-		st.log.Warn().Err(err).Msg("response body is not valid JSON-RPC; passed unchanged")
-		return bodyReply(true, nil, false)
+		st.logger().Warn().Err(err).Msg("response body is not valid JSON-RPC; passed unchanged")
+		return st.canned.responseBodyAsIs
 	}
 	replaced := st.postHooks(msgs)
 	if replaced == nil {
-		return bodyReply(true, nil, false)
+		return st.canned.responseBodyAsIs
 	}
 	return bodyReply(true, mcpmsg.Join(msgs, replaced), true)
 }
@@ -400,11 +432,11 @@ func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
 func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
 	max := st.snap.Settings.MaxBodyBytes
 	if !st.pendingFailClosed() {
-		st.log.Warn().Int("bytes", n).Int64("limit", max).Msg("response over the inspection limit passed uninspected (plugins fail open)")
-		return bodyReply(true, nil, false)
+		st.logger().Warn().Int("bytes", n).Int64("limit", max).Msg("response over the inspection limit passed uninspected (plugins fail open)")
+		return st.canned.responseBodyAsIs
 	}
 	st.obs.Immediate("too_large")
-	st.log.Warn().Int("bytes", n).Int64("limit", max).Msg("refused: response over the inspection limit")
+	st.logger().Warn().Int("bytes", n).Int64("limit", max).Msg("refused: response over the inspection limit")
 	var errs [][]byte
 	for id := range st.pending {
 		errs = append(errs, mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError,
@@ -452,6 +484,7 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 		}
 		if !built {
 			built = true
+			out = make([]byte, 0, heldBefore+len(chunk)+len(raw))
 			for _, prev := range events[:i] {
 				out = append(out, prev.Raw...)
 			}
@@ -465,7 +498,7 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 	if !built && (heldBefore > 0 || len(held) > 0) {
 		// Earlier held bytes go out with this chunk, or part of it is held.
 		built = true
-		out = []byte{}
+		out = make([]byte, 0, heldBefore+len(chunk))
 		for _, ev := range events {
 			out = append(out, ev.Raw...)
 		}
@@ -488,15 +521,23 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 		st.unsent = nil
 	}
 	if !built {
-		return bodyReply(true, nil, false) // byte for byte, no copy
+		return st.canned.responseBodyAsIs // byte for byte, no copy
 	}
 	return bodyReply(true, out, false)
+}
+
+// mayBeResponse is a cheap filter for SSE data: a JSON-RPC response names
+// "id"; data without it (progress notifications, logs) cannot answer a
+// pending request. Data with a \u escape is always parsed, since a member
+// name may be escaped.
+func mayBeResponse(data []byte) bool {
+	return bytes.Contains(data, []byte(`"id"`)) || bytes.Contains(data, []byte(`\u`))
 }
 
 // sseEvent runs post hooks on the JSON-RPC messages of one event and returns
 // the rewritten event, or nil when it passes unchanged.
 func (st *stream) sseEvent(ev *sse.Event) []byte {
-	if len(st.pending) == 0 || len(ev.Data) == 0 {
+	if len(st.pending) == 0 || len(ev.Data) == 0 || !mayBeResponse(ev.Data) {
 		return nil
 	}
 	msgs, err := mcpmsg.Parse(ev.Data)
@@ -519,11 +560,11 @@ func (st *stream) sseOverflow(err error, chunk []byte) *extprocv3.ProcessingResp
 	unsent := append(st.unsent, chunk...)
 	st.unsent = nil
 	if !st.pendingFailClosed() {
-		st.log.Warn().Err(err).Msg("SSE event over the inspection limit passed uninspected (plugins fail open)")
+		st.logger().Warn().Err(err).Msg("SSE event over the inspection limit passed uninspected (plugins fail open)")
 		st.mode = respNone
 		return bodyReply(true, unsent, false)
 	}
-	st.log.Warn().Err(err).Msg("refused: SSE event over the inspection limit")
+	st.logger().Warn().Err(err).Msg("refused: SSE event over the inspection limit")
 	st.obs.Immediate("too_large")
 	st.sseDead = true
 	var out []byte
@@ -571,7 +612,7 @@ func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
 				msg, err = mcpmsg.ReplaceResult(*m, result)
 			}
 			if err != nil {
-				st.log.Warn().Err(err).Str("hook", string(p.post)).Msg("plugin returned an unusable result; refused")
+				st.logger().Warn().Err(err).Str("hook", string(p.post)).Msg("plugin returned an unusable result; refused")
 				msg = mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "plugin returned an unusable result: "+err.Error(), nil)
 			}
 		} else {

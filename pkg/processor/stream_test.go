@@ -40,6 +40,10 @@ func (f *fakeHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage, _
 
 func (f *fakeHooks) FailClosed(cpex.HookType) bool { return true }
 
+func (f *fakeHooks) AppliesTo(h cpex.HookType, _ *cpex.GlobalContext, _ executor.Target) bool {
+	return f.Applies(h)
+}
+
 // rewrite is a post hook replacing every result with {"ok":true}.
 func rewrite(json.RawMessage) executor.Outcome {
 	return executor.Outcome{Modified: true, Payload: json.RawMessage(`{"name":"t","result":{"ok":true}}`)}
@@ -47,7 +51,7 @@ func rewrite(json.RawMessage) executor.Outcome {
 
 func testStream(h Hooks) *stream {
 	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}})
+	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}}, newCanned())
 }
 
 func headerMap(kv ...string) *corev3.HeaderMap {
