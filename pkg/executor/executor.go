@@ -241,7 +241,16 @@ func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target
 	for _, ph := range hp.phases {
 		for _, en := range ph {
 			if !e.isDisabled(en.key) && matches(en.conditions, hook, g, t, userStringsOnce) {
-				return true
+				return true // Run will account for every plugin
+			}
+		}
+	}
+	// No plugin runs: each one that has the hook was skipped by its
+	// conditions (or is disabled).
+	for _, ph := range hp.phases {
+		for _, en := range ph {
+			if !e.isDisabled(en.key) {
+				e.observe(en.name, hook, InvokeSkipped, 0)
 			}
 		}
 	}
