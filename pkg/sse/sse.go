@@ -408,6 +408,13 @@ func (e Event) WithData(data []byte) []byte {
 		}
 		out = appendData(out, data, true, lastEnd, lastEnd)
 	}
+	if e.bom == 0 && bytes.HasPrefix(out, []byte(bom)) {
+		// Removing the data lines brought a line starting with U+FEFF to
+		// the front; at the start of a stream it would read as a byte
+		// order mark and change that line's field name. A comment line
+		// keeps it where it was: not first.
+		out = append(append([]byte(":"), lastEnd...), out...)
+	}
 	return out
 }
 
