@@ -7,8 +7,8 @@
 //	extproc --config plugins.yaml --check-config
 //
 // Every flag can also be set by an environment variable (EXTPROC_CONFIG,
-// EXTPROC_GRPC_ADDR, EXTPROC_ADMIN_ADDR, EXTPROC_LOG_LEVEL); a flag on the
-// command line wins.
+// EXTPROC_GRPC_ADDR, EXTPROC_ADMIN_ADDR, EXTPROC_LOG_LEVEL,
+// EXTPROC_OTLP_ENDPOINT); a flag on the command line wins.
 package main
 
 import (
@@ -51,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	grace := fs.Duration("grace-period", 10*time.Second, "how long open streams may finish after SIGTERM")
 	logBodies := fs.Bool("log-bodies", false, "with --log-level debug, also log request bodies (credential headers redacted); may expose secrets")
 	withPprof := fs.Bool("pprof", false, "serve net/http/pprof on the admin address under /debug/pprof/")
+	otlpEndpoint := fs.String("otlp-endpoint", envOr("EXTPROC_OTLP_ENDPOINT", ""), "export a span per plugin invocation over OTLP/gRPC to HOST:PORT; empty disables tracing [EXTPROC_OTLP_ENDPOINT]")
+	otlpInsecure := fs.Bool("otlp-insecure", true, "send spans to --otlp-endpoint over plain gRPC (false: TLS)")
 	checkOnly := fs.Bool("check-config", false, "validate the config file, print every problem, and exit 0 (valid) or 1")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -98,15 +100,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 	err = sidecar.Run(ctx, sidecar.Options{
-		Config:      cfg,
-		ConfigPath:  *configPath,
-		GRPCAddr:    *grpcAddr,
-		AdminAddr:   *adminAddr,
-		Logger:      log,
-		GracePeriod: *grace,
-		Reload:      reload,
-		Pprof:       *withPprof,
-		LogBodies:   *logBodies,
+		Config:       cfg,
+		ConfigPath:   *configPath,
+		GRPCAddr:     *grpcAddr,
+		AdminAddr:    *adminAddr,
+		Logger:       log,
+		GracePeriod:  *grace,
+		Reload:       reload,
+		Pprof:        *withPprof,
+		LogBodies:    *logBodies,
+		OTLPEndpoint: *otlpEndpoint,
+		OTLPInsecure: *otlpInsecure,
 	})
 	if err != nil {
 		log.Error().Err(err).Msg("mcp-extproc failed")

@@ -55,6 +55,12 @@ type Options struct {
 	// LogBodies logs request bodies at debug level (credential headers
 	// redacted); see processor.Options.LogBodies.
 	LogBodies bool
+	// OTLPEndpoint, if set (host:port), turns on span export over OTLP/gRPC:
+	// one span per plugin invocation, child of the request's W3C trace
+	// context. Empty means no tracing at all.
+	OTLPEndpoint string
+	// OTLPInsecure sends spans over plain gRPC instead of TLS.
+	OTLPInsecure bool
 	// Started, if set, receives the bound addresses once both servers listen.
 	Started func(grpcAddr, adminAddr net.Addr)
 }
@@ -83,6 +89,8 @@ type sidecar struct {
 	// drained is done once Run has stopped and its open streams have ended:
 	// retired generations may then close at once.
 	drained context.Context
+	// tracing is nil unless Options.OTLPEndpoint is set.
+	tracing *tracing
 }
 
 // Run runs the sidecar until ctx is done, then drains and returns nil, or
@@ -114,10 +122,20 @@ func Run(ctx context.Context, opts Options) error {
 		grpcLis.Close()
 		return fmt.Errorf("listen admin %s: %w", opts.AdminAddr, err)
 	}
+	withHeaders := pluginclient.WithHeaders
+	if opts.OTLPEndpoint != "" {
+		if s.tracing, err = newTracing(ctx, opts.OTLPEndpoint, opts.OTLPInsecure); err != nil {
+			grpcLis.Close()
+			adminLis.Close()
+			return err
+		}
+		withHeaders = s.tracing.withHeaders
+	}
 	gen, created, _, err := s.build(opts.Config, nil)
 	if err != nil {
 		grpcLis.Close()
 		adminLis.Close()
+		s.shutdownTracing(ctx)
 		return err
 	}
 	poolCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
@@ -134,7 +152,7 @@ func Run(ctx context.Context, opts Options) error {
 		Observer: s.metrics,
 		// The request's trace context and x-request-id follow each tool
 		// call into its plugins.
-		WithHeaders: pluginclient.WithHeaders,
+		WithHeaders: withHeaders,
 		LogBodies:   opts.LogBodies,
 	})
 
@@ -235,6 +253,7 @@ loop:
 	if err := admin.Shutdown(closeCtx); err != nil {
 		s.log.Warn().Err(err).Msg("admin server shutdown")
 	}
+	s.shutdownTracing(ctx)
 	s.log.Info().Msg("mcp-extproc stopped")
 	return runErr
 }
@@ -249,7 +268,11 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("plugin pool: %w", err)
 	}
-	exec := executor.New(set, executor.Options{
+	var plugins executor.Plugins = set
+	if s.tracing != nil {
+		plugins = &tracedPlugins{pluginSet: set, t: s.tracing}
+	}
+	exec := executor.New(plugins, executor.Options{
 		Settings:    cfg.PluginSettings,
 		HookTimeout: cfg.Extproc.HookTimeout.Duration,
 		Logger:      s.log.With().Str("component", "executor").Logger(),
@@ -261,6 +284,18 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	}
 	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec}}
 	return g, created, removed, nil
+}
+
+// shutdownTracing flushes and stops span export, if on, within 5 s.
+func (s *sidecar) shutdownTracing(ctx context.Context) {
+	if s.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.tracing.shutdown(ctx); err != nil {
+		s.log.Warn().Err(err).Msg("span export shutdown")
+	}
 }
 
 func adminMux(reg *prometheus.Registry, ready *readiness, withPprof bool) *http.ServeMux {

@@ -1,0 +1,148 @@
+package sidecar
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
+)
+
+// ServiceName is the service.name of the spans the sidecar exports.
+const ServiceName = "mcp-extproc"
+
+// InvokeSpanName is the name of the span exported for each plugin
+// invocation.
+const InvokeSpanName = "mcp_extproc.invoke_hook"
+
+// Attributes of the invocation span.
+const (
+	AttrPlugin   = "mcp_extproc.plugin"    // the plugin's name
+	AttrHookType = "mcp_extproc.hook_type" // the cpex hook type, e.g. tool_pre_invoke
+	AttrOutcome  = "mcp_extproc.outcome"   // ok, modified, violation, stop, error, timeout or down
+)
+
+// tracing exports one span per plugin invocation over OTLP/gRPC. It exists
+// only when Options.OTLPEndpoint is set.
+type tracing struct {
+	provider *sdktrace.TracerProvider
+	tracer   trace.Tracer
+	prop     propagation.TraceContext
+}
+
+// newTracing starts the exporter and the batching tracer provider. The
+// exporter connects lazily: an unreachable collector does not stop the
+// sidecar, spans are dropped instead.
+func newTracing(ctx context.Context, endpoint string, insecure bool) (*tracing, error) {
+	opts := []otlptracegrpc.Option{otlptracegrpc.WithEndpoint(endpoint)}
+	if insecure {
+		opts = append(opts, otlptracegrpc.WithInsecure())
+	}
+	exp, err := otlptracegrpc.New(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("otlp exporter %s: %w", endpoint, err)
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(attribute.String("service.name", ServiceName)))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("otlp resource: %w", err), exp.Shutdown(ctx))
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return &tracing{provider: tp, tracer: tp.Tracer("github.com/mcp-extproc/mcp-extproc/internal/sidecar")}, nil
+}
+
+// shutdown flushes the spans not yet exported and stops the exporter,
+// bounded by ctx.
+func (t *tracing) shutdown(ctx context.Context) error {
+	if err := t.provider.Shutdown(ctx); err != nil {
+		return fmt.Errorf("tracer provider shutdown: %w", err)
+	}
+	return nil
+}
+
+// tracedHeadersKey is the context key of the headers the processor attaches
+// to plugin calls.
+type tracedHeadersKey struct{}
+
+// withHeaders is the processor's WithHeaders when tracing is on: besides
+// attaching h to plugin calls (pluginclient.WithHeaders), it makes the
+// request's W3C trace context the parent of the invocation spans and keeps
+// h so that each plugin call can carry its own span's traceparent.
+func (t *tracing) withHeaders(ctx context.Context, h http.Header) context.Context {
+	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
+	ctx = context.WithValue(ctx, tracedHeadersKey{}, h)
+	return pluginclient.WithHeaders(ctx, h)
+}
+
+// tracedPlugins is a pluginSet whose invocations are traced. It satisfies
+// executor.Plugins.
+type tracedPlugins struct {
+	*pluginSet
+	t *tracing
+}
+
+// Invoke implements executor.Plugins: it runs the invocation in a client
+// span whose traceparent the plugin's HTTP request carries, so that the
+// plugin's own spans nest under it.
+func (p *tracedPlugins) Invoke(ctx context.Context, plugin string, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	ctx, span := p.t.tracer.Start(ctx, InvokeSpanName, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String(AttrPlugin, plugin), attribute.String(AttrHookType, string(hook))))
+	defer span.End()
+	if span.SpanContext().IsValid() {
+		// Only traceparent changes; x-request-id and tracestate go on as
+		// the request sent them.
+		child := propagation.HeaderCarrier{}
+		p.t.prop.Inject(ctx, child)
+		h, _ := ctx.Value(tracedHeadersKey{}).(http.Header)
+		h = h.Clone()
+		if h == nil {
+			h = http.Header{}
+		}
+		h.Set("Traceparent", http.Header(child).Get("Traceparent"))
+		ctx = pluginclient.WithHeaders(ctx, h)
+	}
+	reply, err := p.pluginSet.Invoke(ctx, plugin, hook, payload, pctx)
+	outcome := replyOutcome(reply, err)
+	span.SetAttributes(attribute.String(AttrOutcome, outcome))
+	switch {
+	case err != nil:
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	case reply != nil && reply.Error != nil:
+		span.SetStatus(codes.Error, reply.Error.Message)
+	}
+	return reply, err
+}
+
+// replyOutcome classifies a reply as the executor's outcomes do, before the
+// executor applies the plugin's mode.
+func replyOutcome(reply *cpex.InvokeHookReply, err error) string {
+	switch {
+	case errors.Is(err, pluginclient.ErrPluginDown):
+		return executor.InvokeDown
+	case errors.Is(err, context.DeadlineExceeded):
+		return executor.InvokeTimeout
+	case err != nil, reply == nil, reply.Error != nil:
+		return executor.InvokeError
+	case reply.Result == nil:
+		return executor.InvokeOK
+	case reply.Result.Violation != nil:
+		return executor.InvokeViolation
+	case !reply.Result.Continue():
+		return executor.InvokeStop
+	case reply.Result.Modified():
+		return executor.InvokeModified
+	}
+	return executor.InvokeOK
+}

@@ -1,0 +1,184 @@
+package sidecar_test
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"sync"
+	"testing"
+
+	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
+)
+
+// collector is an in-process OTLP/gRPC trace collector that records every
+// span it receives with its resource's service.name.
+type collector struct {
+	collectortrace.UnimplementedTraceServiceServer
+	addr string
+
+	mu    sync.Mutex
+	spans []exportedSpan
+}
+
+type exportedSpan struct {
+	service string
+	span    *tracepb.Span
+}
+
+func startCollector(t *testing.T) *collector {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &collector{addr: lis.Addr().String()}
+	gs := grpc.NewServer()
+	collectortrace.RegisterTraceServiceServer(gs, c)
+	done := make(chan struct{})
+	go func() { defer close(done); gs.Serve(lis) }()
+	t.Cleanup(func() { gs.Stop(); <-done })
+	return c
+}
+
+// Export implements collectortrace.TraceServiceServer.
+func (c *collector) Export(_ context.Context, req *collectortrace.ExportTraceServiceRequest) (*collectortrace.ExportTraceServiceResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.GetResourceSpans() {
+		service := attr(rs.GetResource().GetAttributes(), "service.name")
+		for _, ss := range rs.GetScopeSpans() {
+			for _, sp := range ss.GetSpans() {
+				c.spans = append(c.spans, exportedSpan{service: service, span: sp})
+			}
+		}
+	}
+	return &collectortrace.ExportTraceServiceResponse{}, nil
+}
+
+// received returns the spans received so far.
+func (c *collector) received() []exportedSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]exportedSpan(nil), c.spans...)
+}
+
+// attr returns the string value of the attribute key, or "".
+func attr(kvs []*commonpb.KeyValue, key string) string {
+	for _, kv := range kvs {
+		if kv.GetKey() == key {
+			return kv.GetValue().GetStringValue()
+		}
+	}
+	return ""
+}
+
+// TestOTLPInvokeSpans: with an OTLP endpoint, each plugin invocation is
+// exported as a client span that is a child of the request's traceparent,
+// the plugin's HTTP request carries that span's traceparent (tracestate and
+// x-request-id unchanged), and Run's shutdown flushes the spans.
+func TestOTLPInvokeSpans(t *testing.T) {
+	col := startCollector(t)
+	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+	guard.SetFunc(byTool(map[string]pluginserver.HookFunc{
+		"block": plugintest.Block(cpex.PluginViolation{Reason: "denied", Description: "tool denied", Code: "DENY"}),
+		"fail":  plugintest.Fail(cpex.PluginErrorModel{Message: "boom", Code: "E"}),
+	}))
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
+	sc := startSidecar(t, writeConfig(t, configYAML(pluginEntry("Guard", srv.URL(), "fail", ""))), func(o *sidecar.Options) {
+		o.OTLPEndpoint = col.addr
+		o.OTLPInsecure = true
+	})
+	sc.waitReady("Guard")
+
+	cases := []struct {
+		tool, traceID, spanID, outcome string
+		errorStatus                    bool
+	}{
+		{"safe", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "ok", false},
+		{"block", "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "violation", false},
+		{"fail", "5b8aa5a2d2c872e8321cf37308d69df2", "051581bf3cb55c13", "error", true},
+	}
+	for i, tc := range cases {
+		req := mcpPost(toolCall(tc.tool, nil))
+		req.Headers.Set("Traceparent", fmt.Sprintf("00-%s-%s-01", tc.traceID, tc.spanID))
+		req.Headers.Set("Tracestate", "vendor=opaque")
+		req.Headers.Set("X-Request-Id", fmt.Sprintf("req-%d", i))
+		sc.exchange(req, upstream(nil, nil, nil))
+	}
+	var calls []plugintest.Request
+	for _, r := range srv.Requests() {
+		if r.Tool == "invoke_hook" {
+			calls = append(calls, r)
+		}
+	}
+	if len(calls) != len(cases) {
+		t.Fatalf("plugin saw %d invoke_hook calls, want %d", len(calls), len(cases))
+	}
+
+	// Run's shutdown flushes the batch; nothing is exported before the
+	// batch timeout (5 s) otherwise.
+	if err := sc.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	spans := col.received()
+	if len(spans) != len(cases) {
+		t.Fatalf("collector received %d spans, want %d: %v", len(spans), len(cases), spans)
+	}
+	for i, tc := range cases {
+		var got *exportedSpan
+		for j := range spans {
+			if hex.EncodeToString(spans[j].span.GetTraceId()) == tc.traceID {
+				got = &spans[j]
+			}
+		}
+		if got == nil {
+			t.Errorf("%s: no span in trace %s", tc.tool, tc.traceID)
+			continue
+		}
+		sp := got.span
+		spanID := hex.EncodeToString(sp.GetSpanId())
+		if sp.GetName() != sidecar.InvokeSpanName || sp.GetKind() != tracepb.Span_SPAN_KIND_CLIENT {
+			t.Errorf("%s: span %q kind %v, want %q client", tc.tool, sp.GetName(), sp.GetKind(), sidecar.InvokeSpanName)
+		}
+		if p := hex.EncodeToString(sp.GetParentSpanId()); p != tc.spanID {
+			t.Errorf("%s: parent span id %s, want the request's %s", tc.tool, p, tc.spanID)
+		}
+		if spanID == tc.spanID || len(sp.GetSpanId()) != 8 {
+			t.Errorf("%s: span id %s, want a new span id", tc.tool, spanID)
+		}
+		if got.service != sidecar.ServiceName {
+			t.Errorf("%s: service.name %q, want %q", tc.tool, got.service, sidecar.ServiceName)
+		}
+		for key, want := range map[string]string{
+			sidecar.AttrPlugin:   "Guard",
+			sidecar.AttrHookType: string(cpex.ToolPreInvoke),
+			sidecar.AttrOutcome:  tc.outcome,
+		} {
+			if v := attr(sp.GetAttributes(), key); v != want {
+				t.Errorf("%s: attribute %s = %q, want %q", tc.tool, key, v, want)
+			}
+		}
+		if isErr := sp.GetStatus().GetCode() == tracepb.Status_STATUS_CODE_ERROR; isErr != tc.errorStatus {
+			t.Errorf("%s: status %v, want error %v", tc.tool, sp.GetStatus(), tc.errorStatus)
+		}
+
+		// The plugin call carries the new span as its parent; the rest of
+		// the trace headers are the request's.
+		h := calls[i].Header
+		if want := fmt.Sprintf("00-%s-%s-01", tc.traceID, spanID); h.Get("Traceparent") != want {
+			t.Errorf("%s: plugin call traceparent %q, want %q", tc.tool, h.Get("Traceparent"), want)
+		}
+		if h.Get("Tracestate") != "vendor=opaque" || h.Get("X-Request-Id") != fmt.Sprintf("req-%d", i) {
+			t.Errorf("%s: plugin call tracestate %q x-request-id %q, want the request's", tc.tool, h.Get("Tracestate"), h.Get("X-Request-Id"))
+		}
+	}
+}
