@@ -388,7 +388,7 @@ func (e Event) WithData(data []byte) []byte {
 				out = appendData(out, data, true, nl, nl)
 				wrote = true
 			}
-			out = append(out, raw[l.start:l.next]...)
+			out = appendLine(out, raw[l.start:l.next])
 		case isData(ln):
 			if !wrote {
 				sep := nl
@@ -399,7 +399,7 @@ func (e Event) WithData(data []byte) []byte {
 				wrote = true
 			}
 		default:
-			out = append(out, raw[l.start:l.next]...)
+			out = appendLine(out, raw[l.start:l.next])
 		}
 	}
 	if !wrote { // unterminated, without data lines
@@ -416,6 +416,17 @@ func (e Event) WithData(data []byte) []byte {
 		out = append(append([]byte(":"), lastEnd...), out...)
 	}
 	return out
+}
+
+// appendLine appends a line with its terminator. Dropped data lines can
+// bring a line ending in a lone CR next to one starting with LF, which a
+// parser would read as one CRLF; the CR then becomes a CRLF itself so the
+// lines stay apart.
+func appendLine(out, line []byte) []byte {
+	if n := len(out); n > 0 && out[n-1] == '\r' && len(line) > 0 && line[0] == '\n' {
+		out = append(out, '\n')
+	}
+	return append(out, line...)
 }
 
 func isData(ln []byte) bool {
