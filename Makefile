@@ -7,7 +7,10 @@
 GO       ?= go
 BIN      := bin
 CMDS     := extproc example-plugin mcp-echo e2e
-FUZZTIME ?= 5s
+# Fuzz budget per target. A count, not a duration: with a duration, Go's
+# fuzzer can end a run that is still minimizing a new input with "context
+# deadline exceeded", a false failure on a fresh cache (as in CI).
+FUZZTIME ?= 20000x
 # Fuzz targets run briefly by `make test` (package:target): every parser that
 # reads bytes from a client, a server or a plugin. Seed corpora live in each
 # package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper.
