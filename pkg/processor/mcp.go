@@ -247,7 +247,8 @@ func (st *stream) refusalOf(out executor.Outcome, index int, id []byte, hook cpe
 		return r, true
 	case out.Err != nil:
 		e := out.Err
-		st.logger().Warn().Str("hook", string(hook)).Str("plugin", e.Plugin).Err(e.Cause).Bool("plugin_down", e.Down).Msg("refused: plugin failed (on_error: fail)")
+		// The executor logged the failure (warn, with on_error and duration).
+		st.logger().Debug().Str("hook", string(hook)).Str("plugin", e.Plugin).Err(e.Cause).Bool("plugin_down", e.Down).Msg("refused: plugin failed (on_error: fail)")
 		return refusal{index: index, id: id, code: mcpmsg.CodeInternalError, status: http.StatusOK, reason: "plugin_error", denied: true,
 			message: fmt.Sprintf("plugin %s failed: %v", e.Plugin, e.Cause),
 			data:    map[string]any{"plugin": e.Plugin},

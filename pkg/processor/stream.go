@@ -7,8 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"mime"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -438,7 +440,7 @@ func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
 	st.obs.Immediate("too_large")
 	st.logger().Warn().Int("bytes", n).Int64("limit", max).Msg("refused: response over the inspection limit")
 	var errs [][]byte
-	for id := range st.pending {
+	for _, id := range st.pendingIDs() {
 		errs = append(errs, mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError,
 			fmt.Sprintf("response of %d bytes exceeds the inspection limit of %d bytes", n, max), nil))
 	}
@@ -448,6 +450,12 @@ func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
 		body = joinArray(errs)
 	}
 	return bodyReply(true, body, true)
+}
+
+// pendingIDs returns the ids of the pending requests in a stable order, so
+// errors written for several of them come out the same way every time.
+func (st *stream) pendingIDs() []string {
+	return slices.Sorted(maps.Keys(st.pending))
 }
 
 func (st *stream) pendingFailClosed() bool {
@@ -568,7 +576,7 @@ func (st *stream) sseOverflow(err error, chunk []byte) *extprocv3.ProcessingResp
 	st.obs.Immediate("too_large")
 	st.sseDead = true
 	var out []byte
-	for id := range st.pending {
+	for _, id := range st.pendingIDs() {
 		data := mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError,
 			fmt.Sprintf("result exceeds the inspection limit of %d bytes", st.snap.Settings.MaxBodyBytes), nil)
 		out = append(out, "event: message\ndata: "...)
