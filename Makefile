@@ -11,10 +11,12 @@ CMDS     := extproc example-plugin mcp-echo e2e
 # fuzzer can end a run that is still minimizing a new input with "context
 # deadline exceeded", a false failure on a fresh cache (as in CI).
 FUZZTIME ?= 20000x
+# Bound the minimization of each new input too (also a count).
+FUZZMINIMIZE ?= 200x
 # Fuzz targets run briefly by `make test` (package:target): every parser that
 # reads bytes from a client, a server or a plugin. Seed corpora live in each
-# package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper.
-FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse \
+# package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper (a duration is fine by hand).
+FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse ./pkg/processor:FuzzRequestBody \
 	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand \
 	./pkg/pluginclient:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke
 
@@ -45,7 +47,7 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \
 		echo "fuzz $$name in $$pkg for $(FUZZTIME)"; \
-		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg || exit 1; \
+		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) $$pkg || exit 1; \
 	done
 
 demo: deps

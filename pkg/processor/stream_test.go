@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"testing"
@@ -281,4 +282,69 @@ func FuzzStreamedResponse(f *testing.F) {
 			t.Fatalf("rewritten stream in chunks %q: client got %q, in one chunk %q", chunks, got, whole)
 		}
 	})
+}
+
+// FuzzRequestBody: whatever a client POSTs to an MCP path, and whatever a
+// plugin decides, the body message gets exactly one reply of an allowed kind
+// (request_body, or an immediate JSON-RPC answer), never a panic; and a body
+// no plugin changed is never rewritten.
+func FuzzRequestBody(f *testing.F) {
+	f.Add([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"a":1}}}`), uint8(0), "")
+	f.Add([]byte(`[{"jsonrpc":"2.0","id":1,"method":"tools/list"},{"jsonrpc":"2.0","id":2,"method":"prompts/get","params":{"name":"p","arguments":{"x":"y"}}}]`), uint8(1), "gzip")
+	f.Add([]byte(`{"jsonrpc":"2.0","id":"r","method":"resources/read","params":{"uri":"mem://x"}}`), uint8(2), "")
+	f.Add([]byte("\xef\xbb\xbf{}"), uint8(3), "br")
+	f.Fuzz(func(t *testing.T, body []byte, verdict uint8, encoding string) {
+		h := &verdictHooks{verdict: verdict % 4}
+		st := testStream(h)
+		hdrs := []string{":method", "POST", ":path", "/mcp", "content-type", "application/json"}
+		if encoding != "" {
+			hdrs = append(hdrs, "content-encoding", encoding)
+		}
+		first := st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{
+			RequestHeaders: &extprocv3.HttpHeaders{Headers: headerMap(hdrs...)}}})
+		if first.GetRequestHeaders() == nil {
+			t.Fatalf("request headers answered with %T", first.Response)
+		}
+		resp := st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestBody{
+			RequestBody: &extprocv3.HttpBody{Body: body, EndOfStream: true}}})
+		switch {
+		case resp.GetImmediateResponse() != nil:
+			if !bytes.Contains(resp.GetImmediateResponse().GetBody(), []byte(`"jsonrpc":"2.0"`)) {
+				t.Fatalf("immediate answer is not JSON-RPC: %s", resp.GetImmediateResponse().GetBody())
+			}
+		case resp.GetRequestBody() != nil:
+			if m := resp.GetRequestBody().GetResponse().GetBodyMutation(); m != nil && h.verdict != verdictModify && encoding == "" {
+				t.Fatalf("body rewritten though no plugin changed it: %v", m)
+			}
+		default:
+			t.Fatalf("request body answered with %T", resp.Response)
+		}
+	})
+}
+
+const (
+	verdictAllow uint8 = iota
+	verdictModify
+	verdictBlock
+	verdictFail
+)
+
+// verdictHooks applies to every pre hook and answers with one verdict.
+type verdictHooks struct{ verdict uint8 }
+
+func (v *verdictHooks) Applies(h cpex.HookType) bool { return true }
+func (v *verdictHooks) AppliesTo(cpex.HookType, *cpex.GlobalContext, executor.Target) bool {
+	return true
+}
+func (v *verdictHooks) FailClosed(cpex.HookType) bool { return true }
+func (v *verdictHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage, _ *executor.RequestContext, _ executor.Target) executor.Outcome {
+	switch v.verdict {
+	case verdictModify:
+		return executor.Outcome{Modified: true, Payload: p}
+	case verdictBlock:
+		return executor.Outcome{Violation: &cpex.PluginViolation{Reason: "r", Description: "d", Code: "C", PluginName: "p"}}
+	case verdictFail:
+		return executor.Outcome{Err: &executor.PluginError{Plugin: "p", Hook: h, Cause: errors.New("boom")}}
+	}
+	return executor.Outcome{}
 }
