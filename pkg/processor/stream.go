@@ -479,7 +479,7 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 	heldBefore := len(st.sse.Pending())
 	events, err := st.sse.Feed(chunk)
 	if err != nil {
-		return st.sseOverflow(err, chunk)
+		return st.sseOverflow(err, chunk, events)
 	}
 	// The events are valid until the next Feed or Flush: use them first.
 	var out []byte
@@ -564,7 +564,7 @@ func (st *stream) sseEvent(ev *sse.Event) []byte {
 // open passes the rest of the stream untouched; fail closed answers every
 // pending id with an error event and drops the rest, so the client sees a
 // well-formed stream and never a truncated result.
-func (st *stream) sseOverflow(err error, chunk []byte) *extprocv3.ProcessingResponse {
+func (st *stream) sseOverflow(err error, chunk []byte, complete []sse.Event) *extprocv3.ProcessingResponse {
 	unsent := append(st.unsent, chunk...)
 	st.unsent = nil
 	if !st.pendingFailClosed() {
@@ -575,7 +575,16 @@ func (st *stream) sseOverflow(err error, chunk []byte) *extprocv3.ProcessingResp
 	st.logger().Warn().Err(err).Msg("refused: SSE event over the inspection limit")
 	st.obs.Immediate("too_large")
 	st.sseDead = true
+	// The events completed before the oversized one go out as usual (their
+	// hooks run); the pending ids left get an error event each.
 	var out []byte
+	for i := range complete {
+		if raw := st.sseEvent(&complete[i]); raw != nil {
+			out = append(out, raw...)
+		} else {
+			out = append(out, complete[i].Raw...)
+		}
+	}
 	for _, id := range st.pendingIDs() {
 		data := mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError,
 			fmt.Sprintf("result exceeds the inspection limit of %d bytes", st.snap.Settings.MaxBodyBytes), nil)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -347,4 +348,28 @@ func (v *verdictHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage
 		return executor.Outcome{Err: &executor.PluginError{Plugin: "p", Hook: h, Cause: errors.New("boom")}}
 	}
 	return executor.Outcome{}
+}
+
+// TestSSEOverflowKeepsCompleteEvents: when an event outgrows the inspection
+// limit under a fail-closed plugin, the events completed before it in the
+// same chunk are still delivered, then an error event for the pending id.
+func TestSSEOverflowKeepsCompleteEvents(t *testing.T) {
+	st := testStream(&fakeHooks{})
+	st.snap.Settings.MaxBodyBytes = 256
+	for _, m := range []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", false), requestBody(toolCall),
+		responseHeaders(200, "content-type", "text/event-stream")} {
+		st.handle(m)
+	}
+	progress := "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{\"progress\":1}}\n\n"
+	huge := "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"text\":\"" + strings.Repeat("x", 400)
+	got := replyBody(t, st.handle(responseBody(progress+huge, false)))
+	if !strings.HasPrefix(string(got), progress) {
+		t.Fatalf("the complete event before the oversized one was lost: %q", got)
+	}
+	if !strings.Contains(string(got), `"error"`) || !strings.Contains(string(got), `"id":1`) {
+		t.Fatalf("no error event for the pending id: %q", got)
+	}
+	if strings.Contains(string(got), "xxxx") {
+		t.Fatalf("part of the oversized result leaked: %q", got)
+	}
 }

@@ -102,7 +102,9 @@ func (d *Decoder) limit() int {
 // order. The bytes of an incomplete event are copied and held until a later
 // chunk completes it; complete events inside chunk alias chunk without a
 // copy. The returned slice and the events are valid until the next call to
-// Feed or Flush.
+// Feed or Flush. When an event outgrows the limit, Feed returns
+// ErrEventTooLarge together with the events of this chunk completed before
+// it; every later call returns the error alone.
 func (d *Decoder) Feed(chunk []byte) ([]Event, error) {
 	d.events = d.events[:0]
 	d.arena = d.arena[:0]
@@ -158,7 +160,7 @@ func (d *Decoder) Feed(chunk []byte) ([]Event, error) {
 		end, ok := sc.findEnd(i+skip, &st)
 		if !ok {
 			if len(chunk)-i > max {
-				return nil, d.fail()
+				return d.events, d.fail()
 			}
 			d.held = append(d.held[:0], chunk[i:]...)
 			d.heldBOM = skip
@@ -166,7 +168,7 @@ func (d *Decoder) Feed(chunk []byte) ([]Event, error) {
 			break
 		}
 		if end-i > max {
-			return nil, d.fail()
+			return d.events, d.fail()
 		}
 		d.events = append(d.events, d.parse(chunk[i:end], skip, true))
 		i = end
@@ -176,7 +178,6 @@ func (d *Decoder) Feed(chunk []byte) ([]Event, error) {
 
 func (d *Decoder) fail() error {
 	d.err = ErrEventTooLarge
-	d.events = d.events[:0]
 	return d.err
 }
 
