@@ -51,7 +51,7 @@ func NewProcessor(ctx context.Context, configYAML string, connect bool) (*Proces
 	}
 	p.exec = executor.New(pool, executor.Options{
 		Settings:    cfg.PluginSettings,
-		HookTimeout: cfg.Extproc.HookTimeout.Duration,
+		HookTimeout: cfg.HookTimeout(),
 		Logger:      log,
 		IsDown:      func(err error) bool { return errors.Is(err, pluginclient.ErrPluginDown) },
 	})

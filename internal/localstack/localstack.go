@@ -153,7 +153,7 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			Client:            client,
 			AllowModeOverride: true,
 			// As in envoy/envoy.yaml: above the whole-hook deadline.
-			MessageTimeout: cfg.Extproc.HookTimeout.Duration + time.Second,
+			MessageTimeout: cfg.HookTimeout() + time.Second,
 		},
 		Upstream: &url.URL{Scheme: "http", Host: upLis.Addr().String()},
 	}

@@ -87,7 +87,7 @@ func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
 
 	// Retire the old generation once its streams are done: they may still
 	// call its executor and pools until then.
-	delay := s.opts.GracePeriod + prev.cfg.Extproc.HookTimeout.Duration
+	delay := s.opts.GracePeriod + prev.cfg.HookTimeout()
 	s.retired.Add(1)
 	go func() {
 		defer s.retired.Done()

@@ -96,6 +96,9 @@ type sidecar struct {
 // Run runs the sidecar until ctx is done, then drains and returns nil, or
 // returns the error that stopped it.
 func Run(ctx context.Context, opts Options) error {
+	if opts.Config == nil {
+		return errors.New("sidecar: Options.Config is required")
+	}
 	if opts.GracePeriod == 0 {
 		opts.GracePeriod = 10 * time.Second
 	}
@@ -274,7 +277,7 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	}
 	exec := executor.New(plugins, executor.Options{
 		Settings:    cfg.PluginSettings,
-		HookTimeout: cfg.Extproc.HookTimeout.Duration,
+		HookTimeout: cfg.HookTimeout(),
 		Logger:      s.log.With().Str("component", "executor").Logger(),
 		IsDown:      func(err error) bool { return errors.Is(err, pluginclient.ErrPluginDown) },
 		Observer:    s.metrics,
