@@ -68,10 +68,6 @@ type stream struct {
 	mode    responseMode
 	sse     *sse.Decoder
 	sseDead bool // the SSE stream overflowed and is being dropped (fail closed)
-	// unsent is a copy of the SSE bytes held back so far (the start of an
-	// incomplete event), so that they still reach the client when the
-	// decoder gives up on an oversized event and the stream fails open.
-	unsent []byte
 }
 
 // pendingCall is a hooked request waiting for its response.
@@ -476,10 +472,13 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 	if st.sseDead {
 		return bodyReply(true, []byte{}, false)
 	}
-	heldBefore := len(st.sse.Pending())
+	// prev stays valid through this Feed: the decoder only appends past
+	// it or sets its buffer aside.
+	prev := st.sse.Pending()
+	heldBefore := len(prev)
 	events, err := st.sse.Feed(chunk)
 	if err != nil {
-		return st.sseOverflow(err, chunk, events)
+		return st.sseOverflow(err, prev, chunk, events)
 	}
 	// The events are valid until the next Feed or Flush: use them first.
 	var out []byte
@@ -492,7 +491,11 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 		}
 		if !built {
 			built = true
-			out = make([]byte, 0, heldBefore+len(chunk)+len(raw))
+			n := len(raw)
+			for _, ev := range events {
+				n += len(ev.Raw)
+			}
+			out = make([]byte, 0, n)
 			for _, prev := range events[:i] {
 				out = append(out, prev.Raw...)
 			}
@@ -506,15 +509,14 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 	if !built && (heldBefore > 0 || len(held) > 0) {
 		// Earlier held bytes go out with this chunk, or part of it is held.
 		built = true
-		out = make([]byte, 0, heldBefore+len(chunk))
+		n := 0
+		for _, ev := range events {
+			n += len(ev.Raw)
+		}
+		out = make([]byte, 0, n)
 		for _, ev := range events {
 			out = append(out, ev.Raw...)
 		}
-	}
-	if len(events) == 0 {
-		st.unsent = append(st.unsent, chunk...)
-	} else {
-		st.unsent = append(st.unsent[:0], held...)
 	}
 	if eos {
 		if ev, ok := st.sse.Flush(); ok {
@@ -526,7 +528,6 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 			}
 			out = append(out, raw...)
 		}
-		st.unsent = nil
 	}
 	if !built {
 		return st.canned.responseBodyAsIs // byte for byte, no copy
@@ -564,10 +565,12 @@ func (st *stream) sseEvent(ev *sse.Event) []byte {
 // open passes the rest of the stream untouched; fail closed answers every
 // pending id with an error event and drops the rest, so the client sees a
 // well-formed stream and never a truncated result.
-func (st *stream) sseOverflow(err error, chunk []byte, complete []sse.Event) *extprocv3.ProcessingResponse {
-	unsent := append(st.unsent, chunk...)
-	st.unsent = nil
+func (st *stream) sseOverflow(err error, prev, chunk []byte, complete []sse.Event) *extprocv3.ProcessingResponse {
 	if !st.pendingFailClosed() {
+		// Everything not yet sent — the bytes held before this chunk, and
+		// the chunk — goes out as it came.
+		unsent := make([]byte, 0, len(prev)+len(chunk))
+		unsent = append(append(unsent, prev...), chunk...)
 		st.logger().Warn().Err(err).Msg("SSE event over the inspection limit passed uninspected (plugins fail open)")
 		st.mode = respNone
 		return bodyReply(true, unsent, false)
