@@ -373,3 +373,31 @@ func TestSSEOverflowKeepsCompleteEvents(t *testing.T) {
 		t.Fatalf("part of the oversized result leaked: %q", got)
 	}
 }
+
+// TestLogBodies: request bodies reach the log only with the LogBodies
+// opt-in at debug level, and credential headers are redacted there.
+func TestLogBodies(t *testing.T) {
+	const secret = "Bearer s3cret-token"
+	run := func(logBodies bool, level zerolog.Level) string {
+		var buf bytes.Buffer
+		set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
+		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{}},
+			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies}, newCanned())
+		st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
+			Headers: headerMap(":method", "POST", ":path", "/mcp", "authorization", secret, "x-tenant", "acme")}}})
+		st.handle(requestBody(toolCall))
+		return buf.String()
+	}
+	on := run(true, zerolog.DebugLevel)
+	if !strings.Contains(on, `\"name\":\"t\"`) || !strings.Contains(on, "acme") {
+		t.Errorf("opted in at debug: body or headers missing from the log:\n%s", on)
+	}
+	if strings.Contains(on, "s3cret") || !strings.Contains(on, "[redacted]") {
+		t.Errorf("credential header not redacted:\n%s", on)
+	}
+	for _, off := range []string{run(false, zerolog.DebugLevel), run(true, zerolog.InfoLevel)} {
+		if strings.Contains(off, `\"name\":\"t\"`) || strings.Contains(off, "s3cret") {
+			t.Errorf("body logged without the opt-in at debug:\n%s", off)
+		}
+	}
+}
