@@ -230,17 +230,10 @@ func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target
 	if hp == nil {
 		return false
 	}
-	var users []string
-	usersDone := false
-	userStringsOnce := func() []string {
-		if !usersDone {
-			users, usersDone = userStrings(g.User), true
-		}
-		return users
-	}
+	users := lazyUsers{user: g.User}
 	for _, ph := range hp.phases {
 		for _, en := range ph {
-			if !e.isDisabled(en.key) && matches(en.conditions, hook, g, t, userStringsOnce) {
+			if !e.isDisabled(en.key) && matches(en.conditions, hook, g, t, users.get) {
 				return true // Run will account for every plugin
 			}
 		}
@@ -300,6 +293,7 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 		hook:   hook,
 		rc:     rc,
 		target: t,
+		users:  lazyUsers{user: rc.Global.User},
 		cur:    payload,
 		log:    e.log.With().Str("hook", string(hook)).Str("request_id", rc.Global.RequestID).Logger(),
 	}
@@ -451,18 +445,24 @@ type run struct {
 	violation *cpex.PluginViolation
 	err       *PluginError
 	stoppedBy string
-	users     []string
-	usersDone bool
+	users     lazyUsers
 }
 
 func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
 
-// userStrings is computed once per run, when a condition needs it.
-func (r *run) userStrings() []string {
-	if !r.usersDone {
-		r.users, r.usersDone = userStrings(r.rc.Global.User), true
+// lazyUsers computes the user strings conditions match against once, and
+// only when a condition needs them.
+type lazyUsers struct {
+	user  json.RawMessage
+	users []string
+	done  bool
+}
+
+func (l *lazyUsers) get() []string {
+	if !l.done {
+		l.users, l.done = userStrings(l.user), true
 	}
-	return r.users
+	return l.users
 }
 
 // eligible reports whether en runs in this run.
@@ -471,7 +471,7 @@ func (r *run) eligible(en *entry) bool {
 		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin disabled after an earlier failure")
 		return false
 	}
-	if !matches(en.conditions, r.hook, &r.rc.Global, r.target, r.userStrings) {
+	if !matches(en.conditions, r.hook, &r.rc.Global, r.target, r.users.get) {
 		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin conditions do not match")
 		r.e.observe(en.name, r.hook, InvokeSkipped, 0)
 		return false
