@@ -484,3 +484,12 @@ func internMethod(b []byte) string {
 	}
 	return string(b)
 }
+
+// MayBeResponse is a cheap pre-check, without parsing: false means data
+// holds no JSON-RPC response (a response names "id"; a notification such as
+// a progress update does not), so there is nothing for a post hook to find.
+// Data with a \u escape is always a candidate, since a member name may be
+// escaped. A true answer still needs Parse.
+func MayBeResponse(data []byte) bool {
+	return bytes.Contains(data, []byte(`"id"`)) || bytes.Contains(data, []byte(`\u`))
+}

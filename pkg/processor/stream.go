@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -535,18 +534,10 @@ func (st *stream) streamedResponse(chunk []byte, eos bool) *extprocv3.Processing
 	return bodyReply(true, out, false)
 }
 
-// mayBeResponse is a cheap filter for SSE data: a JSON-RPC response names
-// "id"; data without it (progress notifications, logs) cannot answer a
-// pending request. Data with a \u escape is always parsed, since a member
-// name may be escaped.
-func mayBeResponse(data []byte) bool {
-	return bytes.Contains(data, []byte(`"id"`)) || bytes.Contains(data, []byte(`\u`))
-}
-
 // sseEvent runs post hooks on the JSON-RPC messages of one event and returns
 // the rewritten event, or nil when it passes unchanged.
 func (st *stream) sseEvent(ev *sse.Event) []byte {
-	if len(st.pending) == 0 || len(ev.Data) == 0 || !mayBeResponse(ev.Data) {
+	if len(st.pending) == 0 || len(ev.Data) == 0 || !mcpmsg.MayBeResponse(ev.Data) {
 		return nil
 	}
 	msgs, err := mcpmsg.Parse(ev.Data)
