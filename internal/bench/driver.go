@@ -12,6 +12,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 )
 
 // ErrProtocol is wrapped by [Driver.Do] errors caused by the server breaking
@@ -316,7 +318,7 @@ func (d *Driver) exchange(s *stream, p *Prepared, start time.Time) (done bool, e
 // apply returns cur after the body mutation of r, if any.
 func (s *stream) apply(r *extprocv3.ProcessingResponse, cur []byte) []byte {
 	s.noteMutation(r)
-	bm := commonOf(r).GetBodyMutation()
+	bm := envoytest.CommonOf(r).GetBodyMutation()
 	switch {
 	case bm == nil:
 		return cur
@@ -329,28 +331,13 @@ func (s *stream) apply(r *extprocv3.ProcessingResponse, cur []byte) []byte {
 
 // noteMutation records in the Outcome whether r mutates headers or body.
 func (s *stream) noteMutation(r *extprocv3.ProcessingResponse) {
-	cr := commonOf(r)
+	cr := envoytest.CommonOf(r)
 	if cr.GetBodyMutation() != nil {
 		s.out.BodyMutated = true
 	}
 	if hm := cr.GetHeaderMutation(); len(hm.GetSetHeaders()) > 0 || len(hm.GetRemoveHeaders()) > 0 {
 		s.out.HeadersMutated = true
 	}
-}
-
-// commonOf returns the CommonResponse of a headers or body reply.
-func commonOf(r *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
-	switch v := r.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestHeaders:
-		return v.RequestHeaders.GetResponse()
-	case *extprocv3.ProcessingResponse_ResponseHeaders:
-		return v.ResponseHeaders.GetResponse()
-	case *extprocv3.ProcessingResponse_RequestBody:
-		return v.RequestBody.GetResponse()
-	case *extprocv3.ProcessingResponse_ResponseBody:
-		return v.ResponseBody.GetResponse()
-	}
-	return nil
 }
 
 // matches reports whether reply r has the oneof that answers m.

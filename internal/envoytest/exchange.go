@@ -77,7 +77,7 @@ func replyPhase(r *extprocv3.ProcessingResponse) phase {
 }
 
 // commonOf returns the CommonResponse of a headers or body reply.
-func commonOf(r *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
+func CommonOf(r *extprocv3.ProcessingResponse) *extprocv3.CommonResponse {
 	switch v := r.GetResponse().(type) {
 	case *extprocv3.ProcessingResponse_RequestHeaders:
 		return v.RequestHeaders.GetResponse()
@@ -538,7 +538,7 @@ func (x *exchange) accept(r *extprocv3.ProcessingResponse, want phase) (*extproc
 		return nil, x.failure(&localError{kind: LocalSpurious, status: http.StatusInternalServerError,
 			details: fmt.Sprintf("got %s while waiting for %s", got, want), failOpen: true})
 	}
-	if commonOf(r).GetBodyMutation().GetStreamedResponse() != nil {
+	if CommonOf(r).GetBodyMutation().GetStreamedResponse() != nil {
 		return nil, x.failure(&localError{kind: LocalSpurious, status: http.StatusInternalServerError,
 			details: fmt.Sprintf("%s carries body_mutation.streamed_response outside FULL_DUPLEX_STREAMED", got), failOpen: true})
 	}
@@ -670,7 +670,7 @@ func (x *exchange) headersPhase(ctx context.Context, s *side) error {
 		return nil
 	}
 	s.sentHeaders = true
-	cr := commonOf(r)
+	cr := CommonOf(r)
 	replacing := cr.GetStatus() == extprocv3.CommonResponse_CONTINUE_AND_REPLACE
 	if hm := cr.GetHeaderMutation(); hm != nil {
 		if err := x.mutate(&s.headers, hm, replacing, dropsContentLength(x.mode, s), where); err != nil {
@@ -772,7 +772,7 @@ func (x *exchange) buffered(ctx context.Context, s *side, src bodySource, emit f
 	}
 	if r != nil {
 		where := s.name() + " body reply"
-		cr := commonOf(r)
+		cr := CommonOf(r)
 		if hm := cr.GetHeaderMutation(); hm != nil {
 			if s.sentHeaders {
 				if err := x.mutate(&s.headers, hm, false, dropsContentLength(x.mode, s), where); err != nil {
@@ -811,7 +811,7 @@ func (x *exchange) streamed(ctx context.Context, s *side, src bodySource, emit f
 			return err
 		}
 		if r != nil {
-			cr := commonOf(r)
+			cr := CommonOf(r)
 			if cr.GetHeaderMutation() != nil {
 				x.res.note("%s body reply: header_mutation ignored in STREAMED mode", s.name())
 			}
@@ -847,7 +847,7 @@ func (x *exchange) partial(ctx context.Context, s *side, src bodySource, emit fu
 	}
 	if r != nil {
 		where := s.name() + " body reply"
-		cr := commonOf(r)
+		cr := CommonOf(r)
 		if hm := cr.GetHeaderMutation(); hm != nil && s.sentHeaders {
 			if err := x.mutate(&s.headers, hm, false, dropsContentLength(x.mode, s), where); err != nil {
 				return err
