@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/localstack"
 	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -148,7 +148,9 @@ func StartSidecar(ctx context.Context, name, configYAML string) (*Endpoint, erro
 	case <-ctx.Done():
 		return nil, errors.Join(ctx.Err(), stop())
 	}
-	if err := waitReady(ctx, "http://"+addrs[1].String()+"/readyz"); err != nil {
+	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := localstack.WaitReady(readyCtx, "http://"+addrs[1].String()); err != nil {
 		return nil, errors.Join(err, stop())
 	}
 	client, conn, err := dial(addrs[0].String())
@@ -158,28 +160,4 @@ func StartSidecar(ctx context.Context, name, configYAML string) (*Endpoint, erro
 	return &Endpoint{Name: name, Client: client, close: func() error {
 		return errors.Join(conn.Close(), stop())
 	}}, nil
-}
-
-// waitReady polls a /readyz URL until it answers 200.
-func waitReady(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	for {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("sidecar not ready: %w", ctx.Err())
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

@@ -169,11 +169,17 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 }
 
 // WaitReady waits until the sidecar reports ready.
-func (s *Stack) WaitReady(ctx context.Context) error {
+func (s *Stack) WaitReady(ctx context.Context) error { return WaitReady(ctx, s.AdminURL) }
+
+// WaitReady polls the sidecar's admin server at adminURL until /readyz
+// answers 200 or ctx ends.
+func WaitReady(ctx context.Context, adminURL string) error {
 	for {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.AdminURL+"/readyz", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err == nil {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, adminURL+"/readyz", nil)
+		if err != nil {
+			return err
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return nil
@@ -182,7 +188,7 @@ func (s *Stack) WaitReady(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("sidecar not ready: %w", ctx.Err())
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(20 * time.Millisecond):
 		}
 	}
 }
