@@ -148,8 +148,8 @@ func StartSidecar(ctx context.Context, name, configYAML string) (*Endpoint, erro
 	case <-ctx.Done():
 		return nil, errors.Join(ctx.Err(), stop())
 	}
-	readyCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
+	readyCtx, cancelReady := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelReady()
 	if err := localstack.WaitReady(readyCtx, "http://"+addrs[1].String()); err != nil {
 		return nil, errors.Join(err, stop())
 	}
