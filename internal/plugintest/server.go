@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
 
@@ -53,13 +54,17 @@ type Server struct {
 	addr       string // host:port, fixed for the whole life
 
 	initializes atomic.Int64
+	invokes     atomic.Int64 // invoke_hook calls
+
+	maxHeaderBytes int // http.Server.MaxHeaderBytes; 0: Go's default
 
 	lifecycle sync.Mutex // serialises Stop and Restart
 
 	mu   sync.Mutex
 	cur  *instance     // nil while stopped
-	hang chan struct{} // non-nil while hanging; closed to release
-	reqs []Request
+	hang  chan struct{} // non-nil while hanging; closed to release
+	fault Fault
+	reqs  []Request
 }
 
 // instance is one http.Server generation.
@@ -78,8 +83,9 @@ type instance struct {
 // sessions as flavour f does, and stops it in t.Cleanup. newHandler is called
 // again on every Restart; it must return a handler with an empty session
 // store (e.g. a [pluginserver.Server]'s Handler method). If the handler
-// implements io.Closer, Stop closes it.
-func Start(t testing.TB, newHandler func() http.Handler, f Flavour) *Server {
+// implements io.Closer, Stop closes it. Options (e.g. [HeaderLimit]) apply
+// to every instance.
+func Start(t testing.TB, newHandler func() http.Handler, f Flavour, opts ...Option) *Server {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), rebindTimeout)
 	defer cancel()
@@ -89,6 +95,9 @@ func Start(t testing.TB, newHandler func() http.Handler, f Flavour) *Server {
 		t.Fatalf("plugintest: listen: %v", err)
 	}
 	s := &Server{t: t, newHandler: newHandler, flavour: f, addr: ln.Addr().String()}
+	for _, o := range opts {
+		o(s)
+	}
 	s.serve(ln)
 	t.Cleanup(s.Stop)
 	return s
@@ -251,6 +260,7 @@ func (s *Server) serve(ln net.Listener) {
 	inst.srv = &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handle(inst, mux, w, r) }),
 		ReadHeaderTimeout: stopTimeout,
+		MaxHeaderBytes:    s.maxHeaderBytes,
 		ErrorLog:          log.New(io.Discard, "", 0),
 	}
 	s.mu.Lock()
@@ -275,13 +285,18 @@ func (s *Server) handle(inst *instance, next http.Handler, w http.ResponseWriter
 	inst.mu.Unlock()
 	defer inst.handlers.Done()
 
-	if err := s.record(r); err != nil {
+	invokeID, err := s.record(r)
+	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
 	s.mu.Lock()
-	hang := s.hang
+	hang, fault := s.hang, s.fault
 	s.mu.Unlock()
+	if invokeID != nil && fault != NoFault {
+		answerFault(w, fault, invokeID)
+		return
+	}
 	if hang != nil {
 		select {
 		case <-hang:
@@ -296,20 +311,22 @@ func (s *Server) handle(inst *instance, next http.Handler, w http.ResponseWriter
 
 // rpcMessage is the part of a JSON-RPC message the server records.
 type rpcMessage struct {
-	Method string `json:"method"`
+	ID     json.RawMessage `json:"id"`
+	Method string          `json:"method"`
 	Params struct {
 		Name string `json:"name"`
 	} `json:"params"`
 }
 
-// record reads (and restores) the body, counts initialize requests and
-// remembers the request.
-func (s *Server) record(r *http.Request) error {
+// record reads (and restores) the body, counts initialize and invoke_hook
+// requests and remembers the request. It returns the JSON-RPC id of an
+// invoke_hook call, if the request is one.
+func (s *Server) record(r *http.Request) (invokeID json.RawMessage, err error) {
 	rec := Request{Method: r.Method, SessionID: r.Header.Get(sessionHeader), Header: r.Header.Clone()}
 	if r.Body != nil && r.Method == http.MethodPost {
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxInspect))
 		if err != nil {
-			return fmt.Errorf("read request body: %w", err)
+			return nil, fmt.Errorf("read request body: %w", err)
 		}
 		r.Body = struct {
 			io.Reader
@@ -323,6 +340,10 @@ func (s *Server) record(r *http.Request) error {
 			if m.Method == "tools/call" && rec.Tool == "" {
 				rec.Tool = m.Params.Name
 			}
+			if m.Method == "tools/call" && m.Params.Name == cpex.ToolInvokeHook {
+				s.invokes.Add(1)
+				invokeID = m.ID
+			}
 		}
 	}
 	s.mu.Lock()
@@ -331,7 +352,7 @@ func (s *Server) record(r *http.Request) error {
 		s.reqs = append(s.reqs[:0:0], s.reqs[1:]...)
 	}
 	s.reqs = append(s.reqs, rec)
-	return nil
+	return invokeID, nil
 }
 
 // parseMessages decodes a JSON-RPC message or batch; garbage yields none.

@@ -236,14 +236,18 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	if err != nil {
 		return nil, c.wrap(ctx, err)
 	}
-	reply, err := c.call(ctx, s, params)
+	reply, ex, err := c.call(ctx, s, params)
 	if err == nil || ctx.Err() != nil {
 		return reply, c.wrap(ctx, err)
 	}
-	if !s.lost(err) {
-		if !noAnswer(err) {
-			return reply, c.wrap(ctx, err)
-		}
+	switch {
+	case ex.gone.Load():
+		// This call's own answer said the session is gone: rebuild.
+	case answered(err, ex):
+		// The server answered this call: whatever it said is the call's
+		// error. Calling again would run the plugin twice.
+		return nil, c.wrap(ctx, answerError(err))
+	case !s.lost(err):
 		// No answer arrived, yet nothing on the wire said the session is
 		// gone: a server shutting down ends its SSE streams cleanly before
 		// its listener goes away. Ask the session; if it answers, the call
@@ -252,7 +256,7 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		perr := s.cs.Ping(ctx, nil)
 		if perr == nil || !s.lost(perr) {
 			c.retries.Add(1)
-			reply, err = c.call(ctx, s, params)
+			reply, _, err = c.call(ctx, s, params)
 			c.obs.OnRetry(c.name, err == nil)
 			if err != nil {
 				c.retryFailures.Add(1)
@@ -270,7 +274,7 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	}
 	s = c.current()
 	c.retries.Add(1)
-	reply, err = c.call(ctx, s, params)
+	reply, _, err = c.call(ctx, s, params)
 	if err != nil {
 		c.retryFailures.Add(1)
 		c.log.Warn().Err(err).Uint64("generation", s.gen).Msg("plugin call failed again on the rebuilt session")
@@ -279,20 +283,58 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	return reply, c.wrap(ctx, err)
 }
 
-// noAnswer reports whether err means the call got no answer from the
-// server at all (as opposed to a JSON-RPC error the server sent).
-func noAnswer(err error) bool {
-	var we *jsonrpc.Error
-	return !errors.As(err, &we)
+// answered reports whether err is the server's answer to the call (as
+// opposed to no answer at all): a JSON-RPC error, a refusal, a reply that
+// is not a valid invoke_hook reply, or anything after a whole JSON body
+// arrived.
+func answered(err error, ex *exchange) bool {
+	return ex.answered.Load() || serverError(err) ||
+		errors.Is(err, ErrInvalidReply) || errors.Is(err, ErrRefused)
 }
 
-// call makes one invoke_hook call on s.
-func (c *client) call(ctx context.Context, s *session, params *mcp.CallToolParams) (*cpex.InvokeHookReply, error) {
+// answerError is the call's error for an answer: an answer that is neither
+// a JSON-RPC error nor a refusal could not be understood, hence invalid.
+func answerError(err error) error {
+	if serverError(err) || errors.Is(err, ErrInvalidReply) || errors.Is(err, ErrRefused) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrInvalidReply, err)
+}
+
+// sdkCodes are the codes of the go-sdk's own jsonrpc.Error values (client
+// closing, server closing, rejected by transport): errors made on this side
+// of the wire, not answers.
+var sdkCodes = map[int64]bool{-32003: true, -32004: true, -32005: true}
+
+// serverError reports whether err's tree holds a JSON-RPC error the server
+// sent.
+func serverError(err error) bool {
+	var we *jsonrpc.Error
+	if errors.As(err, &we) && !sdkCodes[we.Code] {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if serverError(e) {
+				return true
+			}
+		}
+	case interface{ Unwrap() error }:
+		return serverError(u.Unwrap())
+	}
+	return false
+}
+
+// call makes one invoke_hook call on s, returning what the wire said of it.
+func (c *client) call(ctx context.Context, s *session, params *mcp.CallToolParams) (*cpex.InvokeHookReply, *exchange, error) {
+	ctx, ex := withExchange(ctx)
 	res, err := s.cs.CallTool(ctx, params)
 	if err != nil {
-		return nil, err
+		return nil, ex, err
 	}
-	return parseInvokeReply(res)
+	reply, err := parseInvokeReply(res)
+	return reply, ex, err
 }
 
 // wrap maps err to the package's sentinels, naming the plugin. Context

@@ -4,17 +4,39 @@
 // get_plugin_config, the config merge, invoke_hook, TLS, and transparent
 // session rebuild when a plugin server restarts.
 //
-// # Session loss and rebuild
+// # Answers, session loss and rebuild
 //
-// Session loss is observed at the HTTP layer, by a RoundTripper under the
-// go-sdk transport (not by matching error text): a 404 (plain text or
-// JSON-RPC body) or a 400 "no valid session" to a request carrying
-// Mcp-Session-Id, a 502/503/504, a connection refused or reset, a response
-// cut off mid-way; plus the SDK's ErrSessionMissing and ErrConnectionClosed.
-// The lost session is closed without a DELETE (the server does not know it),
-// a new one is connected (full initialize, no stale session id), the plugin
-// config is fetched and merged again, and the failed invoke_hook is retried
-// once. Concurrent calls that hit the same dead session share one rebuild.
+// What crossed the wire decides, observed at the HTTP layer by a
+// RoundTripper under the go-sdk transport (not by matching error text).
+// Every answer about ONE call is that call's error, returned once and never
+// retried (a plugin with side effects must not run twice); only what says
+// the session is gone makes a rebuild:
+//
+//	what the call got                                   verdict         the call's error
+//	2xx with a valid invoke_hook reply                  answer          none
+//	2xx, tool error (isError) or not a reply            answer          ErrInvalidReply
+//	2xx JSON body that is not JSON-RPC                  answer          ErrInvalidReply
+//	JSON-RPC error sent by the server                   answer          the *jsonrpc.Error
+//	4xx/5xx not listed below (400, 413, 429, 431, 500)  answer          ErrRefused
+//	404 to a request carrying Mcp-Session-Id            session gone    rebuild, retry once
+//	400 to Mcp-Session-Id whose body mentions a session session gone    rebuild, retry once
+//	502, 503, 504 (nothing behind a Kubernetes Service) session gone    rebuild, retry once
+//	connection refused or reset, EOF, TLS failure,      session gone    rebuild, retry once
+//	body cut off, go-sdk ErrSessionMissing or
+//	ErrConnectionClosed
+//	SSE stream ended cleanly without an answer          unknown         ping: retry once on the
+//	                                                                    session if it answers,
+//	                                                                    else rebuild and retry
+//
+// A refusal is turned into a RoundTrip error, which the go-sdk treats as one
+// failed call: handed over as a response, a non-2xx without a JSON-RPC body
+// would break the whole connection (every later call failing).
+//
+// On session loss the lost session is closed without a DELETE (the server
+// does not know it), a new one is connected (full initialize, no stale
+// session id), the plugin config is fetched and merged again, and the failed
+// invoke_hook is retried once. Concurrent calls that hit the same dead
+// session share one rebuild.
 //
 // A rebuild makes mcp.reconnect_attempts connection attempts (at least one),
 // spaced by exponential backoff with full jitter (base mcp.reconnect_delay).
@@ -58,6 +80,10 @@ var (
 	// a valid invoke_hook reply (neither result nor error, not JSON, or a
 	// tool error). It is a plugin error.
 	ErrInvalidReply = errors.New("invalid plugin reply")
+	// ErrRefused means the plugin server refused the HTTP request of this
+	// one call (e.g. 413, 431, a 400 that does not mention a session, 500):
+	// a plugin error for that call; the session is kept.
+	ErrRefused = errors.New("plugin refused the request")
 	// ErrTimeout means the call did not finish before its deadline (the
 	// caller's, or Options.PluginTimeout). Such errors also match
 	// context.DeadlineExceeded.

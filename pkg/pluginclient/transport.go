@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // sessionHeader is the MCP session header (canonical form).
@@ -17,11 +19,43 @@ const sessionHeader = "Mcp-Session-Id"
 // from other bad requests.
 const maxPeek = 4 << 10
 
+// maxQuote is how much of a refused answer's body an error quotes.
+const maxQuote = 256
+
 // errSessionRetired is what requests on a retired session fail with, without
 // reaching the network.
 var errSessionRetired = errors.New("plugin session retired")
 
 type headersKey struct{}
+
+// exchangeKey is the context key of the exchange of one call.
+type exchangeKey struct{}
+
+// exchange is what the RoundTripper saw of one call's request: whether the
+// server answered it (a refusal, or a whole JSON body, however invalid), and
+// whether its answer said the session is gone. A nil *exchange records
+// nothing.
+type exchange struct {
+	answered, gone atomic.Bool
+}
+
+func (e *exchange) setAnswered() {
+	if e != nil {
+		e.answered.Store(true)
+	}
+}
+
+func (e *exchange) setGone() {
+	if e != nil {
+		e.gone.Store(true)
+	}
+}
+
+// withExchange returns ctx recording its HTTP answers in a new exchange.
+func withExchange(ctx context.Context) (context.Context, *exchange) {
+	ex := &exchange{}
+	return context.WithValue(ctx, exchangeKey{}, ex), ex
+}
 
 // WithHeaders returns a copy of ctx whose plugin calls carry h as extra HTTP
 // headers (for example the request's W3C traceparent or x-request-id). The
@@ -149,26 +183,82 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, err
 	}
-	rt.classify(req, resp)
-	resp.Body = &watchedBody{ReadCloser: resp.Body, rt: rt, ctx: callerCtx, release: release}
+	ex, _ := callerCtx.Value(exchangeKey{}).(*exchange)
+	switch rt.classify(req, resp) {
+	case sessionGone:
+		ex.setGone()
+	case refused:
+		// The server answered this one request with a refusal. Handed to
+		// the go-sdk as a response, a non-2xx without a JSON-RPC body
+		// would break the whole connection; as a RoundTrip error it is
+		// this call's error alone.
+		ex.setAnswered()
+		err := refusal(resp)
+		release()
+		return nil, err
+	}
+	wb := &watchedBody{ReadCloser: resp.Body, rt: rt, ctx: callerCtx, release: release}
+	if mediaType(resp.Header.Get("Content-Type")) == "application/json" {
+		wb.ex = ex // a whole JSON body is the server's answer
+	}
+	resp.Body = wb
 	return resp, nil
 }
 
-// classify records a session-loss verdict from the status code.
-func (rt *sessionRT) classify(req *http.Request, resp *http.Response) {
+// verdict is what one HTTP answer says about the session.
+type verdict int
+
+const (
+	// healthy: a 2xx answer, to be read by the go-sdk.
+	healthy verdict = iota
+	// sessionGone: the server no longer has the session (or nothing is
+	// behind its address): rebuild.
+	sessionGone
+	// refused: the server refused this one request; the session is fine.
+	refused
+)
+
+// classify tells from the status code what an answer says about the
+// session, recording a session loss. See the package doc for the table.
+func (rt *sessionRT) classify(req *http.Request, resp *http.Response) verdict {
 	sid := req.Header.Get(sessionHeader)
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		if sid != "" {
-			rt.markLost(fmt.Errorf("HTTP 404 for session %s", sid))
-		}
-	case http.StatusBadRequest:
-		if sid != "" && peekMentionsSession(resp) {
-			rt.markLost(fmt.Errorf("HTTP 400 (no valid session) for session %s", sid))
-		}
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		rt.markLost(fmt.Errorf("HTTP %d", resp.StatusCode))
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		return healthy
+	case code == http.StatusNotFound && sid != "":
+		rt.markLost(fmt.Errorf("HTTP 404 for session %s", sid))
+		return sessionGone
+	case code == http.StatusBadRequest && sid != "" && peekMentionsSession(resp):
+		rt.markLost(fmt.Errorf("HTTP 400 (no valid session) for session %s", sid))
+		return sessionGone
+	case code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
+		rt.markLost(fmt.Errorf("HTTP %d", code))
+		return sessionGone
+	case req.Method == http.MethodPost:
+		return refused
 	}
+	return healthy // a GET or other request: the go-sdk judges it
+}
+
+// refusal turns a refused answer into the call's error, quoting the start
+// of its body, and closes the body.
+func refusal(resp *http.Response) error {
+	defer resp.Body.Close()
+	peek, _ := io.ReadAll(io.LimitReader(resp.Body, maxQuote))
+	msg := strings.TrimSpace(string(peek))
+	if msg == "" {
+		return fmt.Errorf("%w: HTTP %d", ErrRefused, resp.StatusCode)
+	}
+	return fmt.Errorf("%w: HTTP %d: %q", ErrRefused, resp.StatusCode, msg)
+}
+
+// mediaType returns the media type of a Content-Type value, lower case.
+func mediaType(ct string) string {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.ToLower(strings.TrimSpace(ct))
 }
 
 // peekMentionsSession reads the start of resp's body, puts it back, and
@@ -225,6 +315,7 @@ func closeBody(req *http.Request) {
 type watchedBody struct {
 	io.ReadCloser
 	rt      *sessionRT      // nil: do not watch
+	ex      *exchange       // non-nil: a body read to its end answers ex
 	ctx     context.Context // the caller's request context
 	release func()
 	once    sync.Once
@@ -232,6 +323,9 @@ type watchedBody struct {
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.ex.setAnswered()
+	}
 	if err != nil && err != io.EOF && b.rt != nil && b.ctx.Err() == nil && b.rt.ctx.Err() == nil {
 		b.rt.markLost(fmt.Errorf("response body: %w", err))
 	}

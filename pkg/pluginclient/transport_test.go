@@ -2,6 +2,7 @@ package pluginclient
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,7 +13,7 @@ import (
 )
 
 // TestSessionRTVerdicts checks which answers mark a session lost
-// (plugin-protocol.md §5).
+// (docs/plugin-protocol.md) and which are one call's refusal.
 func TestSessionRTVerdicts(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -21,20 +22,23 @@ func TestSessionRTVerdicts(t *testing.T) {
 		contentType string
 		body        string
 		wantLost    bool
+		wantRefused bool // the answer is the call's ErrRefused, the session kept
 	}{
-		{"ok", "s1", 200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`, false},
-		{"go-sdk 404 plain", "s1", 404, "text/plain", "session not found\n", true},
-		{"python 404 -32600", "s1", 404, "application/json", `{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}`, true},
-		{"typescript 404 -32001", "s1", 404, "application/json", `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`, true},
-		{"typescript 400 no valid session", "s1", 400, "application/json", `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}`, true},
-		{"400 other", "s1", 400, "application/json", `{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid params"}}`, false},
-		{"404 without session", "", 404, "text/plain", "not found", false},
-		{"400 without session", "", 400, "text/plain", "no valid session", false},
-		{"502", "s1", 502, "text/plain", "bad gateway", true},
-		{"503 no endpoints", "", 503, "text/plain", "no healthy upstream", true},
-		{"504", "s1", 504, "text/plain", "", true},
-		{"500 is a plugin bug, not a lost session", "s1", 500, "text/plain", "boom", false},
-		{"429", "s1", 429, "text/plain", "slow down", false},
+		{"ok", "s1", 200, "application/json", `{"jsonrpc":"2.0","id":1,"result":{}}`, false, false},
+		{"go-sdk 404 plain", "s1", 404, "text/plain", "session not found\n", true, false},
+		{"python 404 -32600", "s1", 404, "application/json", `{"jsonrpc":"2.0","id":"server-error","error":{"code":-32600,"message":"Session not found"}}`, true, false},
+		{"typescript 404 -32001", "s1", 404, "application/json", `{"jsonrpc":"2.0","error":{"code":-32001,"message":"Session not found"},"id":null}`, true, false},
+		{"typescript 400 no valid session", "s1", 400, "application/json", `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}`, true, false},
+		{"400 other", "s1", 400, "application/json", `{"jsonrpc":"2.0","error":{"code":-32602,"message":"Invalid params"}}`, false, true},
+		{"404 without session", "", 404, "text/plain", "not found", false, true},
+		{"400 without session", "", 400, "text/plain", "no valid session", false, true},
+		{"502", "s1", 502, "text/plain", "bad gateway", true, false},
+		{"503 no endpoints", "", 503, "text/plain", "no healthy upstream", true, false},
+		{"504", "s1", 504, "text/plain", "", true, false},
+		{"500 is a plugin bug, not a lost session", "s1", 500, "text/plain", "boom", false, true},
+		{"413", "s1", 413, "text/plain", "too large", false, true},
+		{"431", "s1", 431, "text/plain", "", false, true},
+		{"429", "s1", 429, "text/plain", "slow down", false, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -49,9 +53,22 @@ func TestSessionRTVerdicts(t *testing.T) {
 			if tt.session != "" {
 				req.Header.Set(sessionHeader, tt.session)
 			}
-			resp, err := rt.RoundTrip(req)
+			ctx, ex := withExchange(context.Background())
+			resp, err := rt.RoundTrip(req.WithContext(ctx))
+			if tt.wantRefused {
+				if !errors.Is(err, ErrRefused) || !ex.answered.Load() || ex.gone.Load() {
+					t.Errorf("RoundTrip = %v, answered %v, gone %v; want ErrRefused, answered", err, ex.answered.Load(), ex.gone.Load())
+				}
+				if rt.lostErr() != nil {
+					t.Errorf("refusal marked the session lost: %v", rt.lostErr())
+				}
+				return
+			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			if ex.gone.Load() != tt.wantLost {
+				t.Errorf("exchange gone = %v, want %v", ex.gone.Load(), tt.wantLost)
 			}
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
