@@ -60,8 +60,8 @@ type Server struct {
 
 	lifecycle sync.Mutex // serialises Stop and Restart
 
-	mu   sync.Mutex
-	cur  *instance     // nil while stopped
+	mu    sync.Mutex
+	cur   *instance     // nil while stopped
 	hang  chan struct{} // non-nil while hanging; closed to release
 	fault Fault
 	reqs  []Request
