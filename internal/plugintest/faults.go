@@ -58,12 +58,15 @@ const (
 	Status431
 	Status400
 	Status500
+	// Status503 answers 503, as a Kubernetes Service with no ready
+	// endpoint does (which a client takes for a lost session).
+	Status503
 )
 
 // String implements fmt.Stringer.
 func (f Fault) String() string {
 	names := [...]string{"NoFault", "ToolError", "TextGarbage", "NoResult", "BodyGarbage",
-		"Status413", "Status431", "Status400", "Status500"}
+		"Status413", "Status431", "Status400", "Status500", "Status503"}
 	if int(f) >= 0 && int(f) < len(names) {
 		return names[f]
 	}
@@ -75,7 +78,25 @@ func (f Fault) String() string {
 func (s *Server) SetFault(f Fault) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.fault = f
+	s.fault, s.faultOnce = f, false
+}
+
+// SetFaultOnce makes the server answer the next invoke_hook only with f.
+func (s *Server) SetFaultOnce(f Fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fault, s.faultOnce = f, true
+}
+
+// takeFault returns the fault for the invoke_hook being served.
+func (s *Server) takeFault() Fault {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.fault
+	if s.faultOnce {
+		s.fault, s.faultOnce = NoFault, false
+	}
+	return f
 }
 
 // InvokeHooks returns the number of invoke_hook calls received over the
@@ -109,6 +130,8 @@ func answerFault(w http.ResponseWriter, f Fault, id json.RawMessage) {
 		http.Error(w, "header fields too large", http.StatusRequestHeaderFieldsTooLarge)
 	case Status400:
 		http.Error(w, "Bad Request: malformed payload", http.StatusBadRequest)
+	case Status503:
+		http.Error(w, "no healthy upstream", http.StatusServiceUnavailable)
 	case Status500:
 		http.Error(w, strings.Repeat("internal error ", 4), http.StatusInternalServerError)
 	}

@@ -60,11 +60,12 @@ type Server struct {
 
 	lifecycle sync.Mutex // serialises Stop and Restart
 
-	mu    sync.Mutex
-	cur   *instance     // nil while stopped
-	hang  chan struct{} // non-nil while hanging; closed to release
-	fault Fault
-	reqs  []Request
+	mu        sync.Mutex
+	cur       *instance     // nil while stopped
+	hang      chan struct{} // non-nil while hanging; closed to release
+	fault     Fault
+	faultOnce bool
+	reqs      []Request
 }
 
 // instance is one http.Server generation.
@@ -290,13 +291,15 @@ func (s *Server) handle(inst *instance, next http.Handler, w http.ResponseWriter
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	s.mu.Lock()
-	hang, fault := s.hang, s.fault
-	s.mu.Unlock()
-	if invokeID != nil && fault != NoFault {
-		answerFault(w, fault, invokeID)
-		return
+	if invokeID != nil {
+		if f := s.takeFault(); f != NoFault {
+			answerFault(w, f, invokeID)
+			return
+		}
 	}
+	s.mu.Lock()
+	hang := s.hang
+	s.mu.Unlock()
 	if hang != nil {
 		select {
 		case <-hang:

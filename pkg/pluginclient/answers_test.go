@@ -98,3 +98,44 @@ func TestDeadSessionStillRetriedOnce(t *testing.T) {
 		})
 	}
 }
+
+// A rebuild never fails the calls in flight on the replaced session because
+// of the rebuild itself: they finish there, and the plugin runs once each.
+func TestRebuildLetsCallsInFlightFinish(t *testing.T) {
+	const slow = 10
+	plug := plugintest.NewScripted("guard")
+	srv := plugintest.Start(t, pluginserver.New(plug).Handler, plugintest.GoSDK)
+	pool := newPool(t, []config.Plugin{external("guard", srv.URL())}, Options{})
+	mustInvoke(t, pool, "guard")
+
+	release := make(chan struct{})
+	plug.SetFunc(plugintest.WaitFor(release, nil))
+	plug.Reset()
+	errs := make(chan error, slow)
+	for range slow {
+		go func() {
+			_, err := invoke(pool, "guard")
+			errs <- err
+		}()
+	}
+	eventually(t, "slow calls in flight", func() bool { return plug.CallCount() == slow })
+
+	// A 503 says the session is gone: rebuild while the slow calls run.
+	plug.SetFunc(nil)
+	srv.SetFaultOnce(plugintest.Status503)
+	mustInvoke(t, pool, "guard")
+	if st := pool.Stats("guard"); st.Rebuilds != 1 || st.Connects != 2 {
+		t.Fatalf("stats = %+v, want one rebuild", st)
+	}
+
+	close(release)
+	for range slow {
+		if err := <-errs; err != nil {
+			t.Errorf("call in flight during the rebuild failed: %v", err)
+		}
+	}
+	// slow calls once each, plus the retried call on the new session.
+	if got := plug.CallCount(); got != slow+1 {
+		t.Errorf("plugin ran %d times, want %d (no call ran twice)", got, slow+1)
+	}
+}

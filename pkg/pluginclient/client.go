@@ -58,11 +58,57 @@ type client struct {
 	wg sync.WaitGroup // health loop and background session closes
 }
 
-// session is one MCP session with its RoundTripper.
+// session is one MCP session with its RoundTripper. A replaced session is
+// retiring: it takes no new calls, and is closed once the calls in flight on
+// it are done (see closeWhenIdle).
 type session struct {
 	cs  *mcp.ClientSession
 	rt  *sessionRT
 	gen uint64
+
+	mu       sync.Mutex
+	active   int           // calls in flight
+	retiring bool          // replaced: no new calls
+	idle     chan struct{} // closed once retiring with no call in flight
+}
+
+func newSession(cs *mcp.ClientSession, rt *sessionRT, gen uint64) *session {
+	return &session{cs: cs, rt: rt, gen: gen, idle: make(chan struct{})}
+}
+
+// enter registers a call on s; it fails once s is retiring.
+func (s *session) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.retiring {
+		return false
+	}
+	s.active++
+	return true
+}
+
+// leave ends a call registered by enter.
+func (s *session) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.active--
+	if s.retiring && s.active == 0 {
+		close(s.idle)
+	}
+}
+
+// retire stops s taking calls and returns a channel closed once the calls
+// in flight on it are done.
+func (s *session) retire() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.retiring {
+		s.retiring = true
+		if s.active == 0 {
+			close(s.idle)
+		}
+	}
+	return s.idle
 }
 
 // lost reports whether err (from a call on s) means the session is gone:
@@ -125,15 +171,6 @@ func (c *client) supervisorConfig(attempts int, backoff reconnect.Backoff) recon
 // connect establishes a new session (initialize, get_plugin_config, merge)
 // and installs it as generation gen. It implements reconnect.Config.Connect.
 func (c *client) connect(ctx context.Context, gen uint64) error {
-	c.mu.Lock()
-	old := c.cur
-	c.mu.Unlock()
-	if old != nil {
-		// The old session is gone: calls still waiting on it fail now and
-		// join the rebuild, instead of waiting for their timeout.
-		old.rt.retire(errors.New("session replaced"))
-	}
-
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	rt := newSessionRT(c.base)
@@ -154,7 +191,7 @@ func (c *client) connect(ctx context.Context, gen uint64) error {
 		rt.retire(err)
 		return fmt.Errorf("connect %s: %w", c.url, err)
 	}
-	s := &session{cs: cs, rt: rt, gen: gen}
+	s := newSession(cs, rt, gen)
 	res, err := cs.CallTool(actx, &mcp.CallToolParams{
 		Name:      cpex.ToolGetPluginConfig,
 		Arguments: map[string]string{"name": c.name},
@@ -164,16 +201,16 @@ func (c *client) connect(ctx context.Context, gen uint64) error {
 		remote, err = parseRemoteConfig(res)
 	}
 	if err != nil {
-		c.closeAsync(s)
+		c.closeWhenIdle(ctx, s)
 		return fmt.Errorf("%s: %w", cpex.ToolGetPluginConfig, err)
 	}
 
 	c.mu.Lock()
-	old = c.cur
+	old := c.cur
 	c.cur = s
 	c.mu.Unlock()
 	if old != nil {
-		c.closeAsync(old)
+		c.closeWhenIdle(ctx, old)
 	}
 	c.connects.Add(1)
 	c.pool.setEffective(c.index, merge(c.local, remote))
@@ -181,13 +218,26 @@ func (c *client) connect(ctx context.Context, gen uint64) error {
 	return nil
 }
 
-// closeAsync closes s in the background (bounded), so that a rebuild does not
-// wait for it.
-func (c *client) closeAsync(s *session) {
+// closeWhenIdle retires s and closes it in the background once the calls in
+// flight on it are done, so that a rebuild never fails them: they finish on
+// s (a dead server fails them by itself, and they are retried on the new
+// session). The wait is bounded by the plugin timeout (the longest a call
+// without its own deadline runs) plus deleteTimeout, and ends at once when
+// ctx (the client's life) ends.
+func (c *client) closeWhenIdle(ctx context.Context, s *session) {
+	idle := s.retire()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		if err := s.close(context.Background()); err != nil {
+		t := time.NewTimer(c.timeout + deleteTimeout)
+		defer t.Stop()
+		select {
+		case <-idle:
+		case <-t.C:
+			c.log.Debug().Msg("closing a replaced plugin session with calls still in flight")
+		case <-ctx.Done():
+		}
+		if err := s.close(context.WithoutCancel(ctx)); err != nil {
 			c.log.Debug().Err(err).Msg("close plugin session")
 		}
 	}()
@@ -200,15 +250,27 @@ func (c *client) current() *session {
 	return c.cur
 }
 
-// acquire waits for a usable session.
+// acquire waits for a usable session and enters a call on it; the caller
+// must leave it.
 func (c *client) acquire(ctx context.Context) (*session, error) {
 	if _, err := c.sup.Acquire(ctx); err != nil {
 		return nil, err
 	}
-	if s := c.current(); s != nil {
-		return s, nil
+	return c.enterCurrent()
+}
+
+// enterCurrent enters a call on the installed session. A session found
+// retiring has been replaced already: its successor is taken instead.
+func (c *client) enterCurrent() (*session, error) {
+	for {
+		s := c.current()
+		if s == nil {
+			return nil, fmt.Errorf("%w: no session", ErrPluginDown) // not reached: Ready implies a session
+		}
+		if s.enter() {
+			return s, nil
+		}
 	}
-	return nil, fmt.Errorf("%w: no session", ErrPluginDown) // not reached: Ready implies a session
 }
 
 // invoke runs invoke_hook, rebuilding the session and retrying once if it was
@@ -238,6 +300,7 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	}
 	reply, ex, err := c.call(ctx, s, params)
 	if err == nil || ctx.Err() != nil {
+		s.leave()
 		return reply, c.wrap(ctx, err)
 	}
 	switch {
@@ -246,6 +309,7 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	case answered(err, ex):
 		// The server answered this call: whatever it said is the call's
 		// error. Calling again would run the plugin twice.
+		s.leave()
 		return nil, c.wrap(ctx, answerError(err))
 	case !s.lost(err):
 		// No answer arrived, yet nothing on the wire said the session is
@@ -257,6 +321,7 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		if perr == nil || !s.lost(perr) {
 			c.retries.Add(1)
 			reply, _, err = c.call(ctx, s, params)
+			s.leave()
 			c.obs.OnRetry(c.name, err == nil)
 			if err != nil {
 				c.retryFailures.Add(1)
@@ -265,6 +330,7 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		}
 		err = perr
 	}
+	s.leave()
 
 	// The session is gone: one rebuild for all callers, then one retry.
 	cause := s.cause(err)
@@ -272,7 +338,10 @@ func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	if err := c.sup.Rebuild(ctx, s.gen); err != nil {
 		return nil, c.wrap(ctx, err)
 	}
-	s = c.current()
+	if s, err = c.enterCurrent(); err != nil {
+		return nil, c.wrap(ctx, err)
+	}
+	defer s.leave()
 	c.retries.Add(1)
 	reply, _, err = c.call(ctx, s, params)
 	if err != nil {
@@ -387,6 +456,7 @@ func (c *client) healthCheck(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, min(c.timeout, c.health))
 	err = s.cs.Ping(pctx, nil)
 	cancel()
+	s.leave()
 	if ctx.Err() != nil {
 		return
 	}
