@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
@@ -31,126 +33,245 @@ const protocolVersion = "2025-11-25"
 // Close.
 const deleteTimeout = time.Second
 
-// client is the MCP client of one plugin: one long-lived session shared by
-// all callers, replaced through the supervisor when it is lost.
-type client struct {
-	pool    *Pool
-	index   int // position in the local config
+// maxIdleConns is how many idle keep-alive connections a client keeps to its
+// plugin server: many concurrent calls to one plugin keep their connections.
+const maxIdleConns = 64
+
+// Client is the client of one external plugin: one long-lived MCP session
+// shared by all callers, replaced through a reconnect.Supervisor (single
+// flight rebuild, backoff, circuit breaker) when it is lost. It is safe for
+// concurrent use.
+type Client struct {
 	name    string
 	local   config.Plugin
 	url     string
 	base    http.RoundTripper // shared by all sessions: connection reuse
+	owned   *http.Transport   // base, if the client made it; closed by Close
 	mcp     *mcp.Client
 	timeout time.Duration // default per-call timeout
 	health  time.Duration // health check interval; <= 0: none
 	log     zerolog.Logger
-	obs     Observer
+	count   counters
+	ev      events
 	sup     *reconnect.Supervisor
 
 	mu  sync.Mutex
 	cur *session // nil before the first connection
 
+	// effective is the merged config; generation counts its changes.
+	effective  atomic.Pointer[config.Plugin]
+	generation atomic.Uint64
+
 	lossCause atomic.Pointer[error] // the last session loss reported, for logs
 
-	connects, rebuilds, retries, retryFailures, circuitOpens atomic.Uint64
-	healthOK, healthFailed                                   atomic.Uint64
+	startOnce, closeOnce sync.Once
+	cancel               context.CancelFunc // stops the health loop; set by Start
+	closeErr             error
 
 	wg sync.WaitGroup // health loop and background session closes
 }
 
-// session is one MCP session with its RoundTripper. A replaced session is
-// retiring: it takes no new calls, and is closed once the calls in flight on
-// it are done (see closeWhenIdle).
-type session struct {
-	cs  *mcp.ClientSession
-	rt  *sessionRT
-	gen uint64
-
-	mu       sync.Mutex
-	active   int           // calls in flight
-	retiring bool          // replaced: no new calls
-	idle     chan struct{} // closed once retiring with no call in flight
-}
-
-func newSession(cs *mcp.ClientSession, rt *sessionRT, gen uint64) *session {
-	return &session{cs: cs, rt: rt, gen: gen, idle: make(chan struct{})}
-}
-
-// enter registers a call on s; it fails once s is retiring.
-func (s *session) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.retiring {
-		return false
+// New validates pl and prepares its client. Only kind "external" with
+// mcp.proto STREAMABLEHTTP and an http(s) url is supported; anything else is
+// an error. Nothing is connected until Start.
+func New(pl config.Plugin, settings config.PluginSettings, opts Options) (*Client, error) {
+	if err := validate(pl); err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 	}
-	s.active++
-	return true
-}
-
-// leave ends a call registered by enter.
-func (s *session) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.active--
-	if s.retiring && s.active == 0 {
-		close(s.idle)
+	c := &Client{
+		name:    pl.Name,
+		local:   pl,
+		url:     pl.MCP.URL,
+		timeout: orDefault(opts.PluginTimeout, settings.Timeout(), config.DefaultPluginTimeout),
+		health:  settings.HealthCheckInterval(),
+		log:     opts.Logger.With().Str("plugin", pl.Name).Logger(),
+		mcp: mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc", Version: "0.1.0"},
+			&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}),
 	}
+	if opts.HealthCheckInterval != 0 {
+		c.health = opts.HealthCheckInterval
+	}
+	c.ev = events{name: pl.Name, count: &c.count, obs: opts.Observer}
+	c.effective.Store(&pl)
+	if err := c.setTransport(pl, opts.HTTPClient); err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
+	}
+	maxDelay := orDefault(opts.MaxReconnectDelay, 0, DefaultMaxReconnectDelay)
+	backoff := reconnect.Backoff{Base: pl.MCP.Delay(), Max: maxDelay}
+	c.sup = reconnect.New(c.supervisorConfig(pl.MCP.Attempts(), backoff))
+	return c, nil
 }
 
-// retire stops s taking calls and returns a channel closed once the calls
-// in flight on it are done.
-func (s *session) retire() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.retiring {
-		s.retiring = true
-		if s.active == 0 {
-			close(s.idle)
+// orDefault returns the first positive duration of opt and setting, else def.
+func orDefault(opt, setting, def time.Duration) time.Duration {
+	switch {
+	case opt > 0:
+		return opt
+	case setting > 0:
+		return setting
+	}
+	return def
+}
+
+// setTransport picks the base RoundTripper: the one of hc if set, else a
+// keep-alive transport of the client's own with mcp.tls applied.
+func (c *Client) setTransport(pl config.Plugin, hc *http.Client) error {
+	if hc != nil {
+		c.base = hc.Transport
+		if c.base == nil {
+			c.base = http.DefaultTransport
 		}
+		return nil
 	}
-	return s.idle
-}
-
-// lost reports whether err (from a call on s) means the session is gone:
-// the RoundTripper saw it go, the SDK says so, or s was retired or closed
-// while the call ran.
-func (s *session) lost(err error) bool {
-	return s.rt.lostErr() != nil || s.rt.ctx.Err() != nil ||
-		errors.Is(err, mcp.ErrSessionMissing) ||
-		errors.Is(err, mcp.ErrConnectionClosed)
-}
-
-// cause returns the best description of why s is lost.
-func (s *session) cause(err error) error {
-	if c := s.rt.lostErr(); c != nil {
-		return c
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = maxIdleConns
+	if pl.MCP.TLS != nil {
+		tc, err := tlsConfig(pl.MCP.TLS)
+		if err != nil {
+			return fmt.Errorf("mcp.tls: %w", err)
+		}
+		t.TLSClientConfig = tc
 	}
-	return err
+	c.base, c.owned = t, t
+	return nil
 }
 
-// close ends the session: requests in flight are aborted and, unless the
-// session is lost, a DELETE bounded by ctx and deleteTimeout tells the
-// server.
-func (s *session) close(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
-	defer cancel()
-	s.rt.shutdown(ctx)
-	return s.cs.Close()
+// validate checks that pl is a plugin this client can serve.
+func validate(pl config.Plugin) error {
+	if pl.Name == "" {
+		return errors.New("no name")
+	}
+	if pl.Kind != config.KindExternal {
+		return fmt.Errorf("kind %q is not supported (only external MCP plugins)", pl.Kind)
+	}
+	if pl.MCP == nil {
+		return errors.New("kind external needs an mcp section")
+	}
+	if !strings.EqualFold(pl.MCP.Proto, config.ProtoStreamableHTTP) {
+		return fmt.Errorf("mcp.proto %q is not supported (only STREAMABLEHTTP)", pl.MCP.Proto)
+	}
+	u, err := url.Parse(pl.MCP.URL)
+	if err != nil {
+		return fmt.Errorf("mcp.url: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("mcp.url %q: want an http(s) URL", pl.MCP.URL)
+	}
+	return nil
 }
 
-func (c *client) supervisorConfig(attempts int, backoff reconnect.Backoff) reconnect.Config {
+// Name returns the plugin's name.
+func (c *Client) Name() string { return c.name }
+
+// Start connects in the background and returns at once. A plugin that
+// cannot be reached is marked Down and keeps being retried; it becomes Ready
+// when it comes up. Background goroutines stop when Close is called or ctx
+// is done. Calls after the first, or after Close, are no-ops.
+func (c *Client) Start(ctx context.Context) {
+	c.startOnce.Do(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.cancel != nil { // closed before start
+			return
+		}
+		bg, cancel := context.WithCancel(ctx)
+		c.cancel = cancel
+		c.sup.Start(bg)
+		if c.health > 0 {
+			c.wg.Add(1)
+			go c.healthLoop(bg)
+		}
+	})
+}
+
+// Invoke runs hook with payload and context pctx (nil: an empty context). It
+// uses the shared session, waits for a rebuild in progress, and retries once
+// on a new session if the session was lost (see the package doc for what
+// counts as lost; an answer about the call is never retried).
+//
+// The call is bounded by ctx's deadline, or by the plugin timeout if ctx has
+// none. Errors wrap ErrPluginDown (circuit open), ErrTimeout,
+// ErrInvalidReply, ErrRefused, ErrClosed or ErrNotStarted, or describe a
+// transport or protocol failure. A plugin's error reply is returned as the
+// reply, with a nil error.
+func (c *Client) Invoke(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	return c.invoke(ctx, hook, payload, pctx)
+}
+
+// Effective returns the merged config (remote, then local overrides), or
+// the local config before the plugin ever connected. It shares its slices
+// and maps with the client: do not modify them.
+func (c *Client) Effective() config.Plugin { return *c.effective.Load() }
+
+// Generation increases whenever Effective changes (a plugin connected or
+// reconnected with a different remote config). Callers on the request path
+// compare it with the generation they planned for.
+func (c *Client) Generation() uint64 { return c.generation.Load() }
+
+// setEffective records the merged config, bumping the generation if it
+// changed.
+func (c *Client) setEffective(merged config.Plugin) {
+	if !reflect.DeepEqual(*c.effective.Load(), merged) {
+		c.effective.Store(&merged)
+		c.generation.Add(1)
+	}
+}
+
+// State returns the connection state.
+func (c *Client) State() State { return c.sup.State() }
+
+// Stats returns the counters.
+func (c *Client) Stats() Stats { return c.count.stats(c.sup.State()) }
+
+// Close stops the background loops and closes the session: a live session
+// gets a DELETE, a lost one does not. Calls in flight fail with ErrClosed or
+// their own error. Close is bounded by ctx and returns ctx.Err() if ctx ends
+// first. Later calls return the first call's result.
+func (c *Client) Close(ctx context.Context) error {
+	c.closeOnce.Do(func() {
+		c.mu.Lock()
+		if c.cancel == nil {
+			c.cancel = func() {} // Start becomes a no-op
+		}
+		cancel := c.cancel
+		c.mu.Unlock()
+		cancel()
+
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.sup.Close()
+			if s := c.current(); s != nil {
+				if err := s.close(ctx); err != nil {
+					c.log.Debug().Err(err).Msg("close plugin session")
+				}
+			}
+			c.wg.Wait()
+			if c.owned != nil {
+				c.owned.CloseIdleConnections()
+			}
+		}()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			c.closeErr = fmt.Errorf("close plugin %s: %w", c.name, ctx.Err())
+		}
+	})
+	return c.closeErr
+}
+
+func (c *Client) supervisorConfig(attempts int, backoff reconnect.Backoff) reconnect.Config {
 	return reconnect.Config{
 		Connect:  c.connect,
 		Attempts: attempts,
 		Backoff:  backoff,
 		OnRebuild: func() {
-			c.rebuilds.Add(1)
 			ev := c.log.Warn()
 			if cause := c.lossCause.Load(); cause != nil {
 				ev = ev.AnErr("cause", *cause)
 			}
 			ev.Msg("plugin session lost; rebuilding")
-			c.obs.OnRebuild(c.name)
+			c.ev.rebuild()
 		},
 		OnAttemptFailed: func(attempt int, err error) {
 			c.log.Debug().Int("attempt", attempt).Err(err).Msg("plugin connect attempt failed")
@@ -158,19 +279,18 @@ func (c *client) supervisorConfig(attempts int, backoff reconnect.Backoff) recon
 		OnStateChange: func(from, to reconnect.State) {
 			switch {
 			case to == reconnect.Down:
-				c.circuitOpens.Add(1)
 				c.log.Error().Stringer("from", from).Msg("plugin down: circuit open, requests fail at once while reconnecting in the background")
 			case from == reconnect.Down:
 				c.log.Info().Msg("plugin back: circuit closed")
 			}
-			c.obs.OnStateChange(c.name, from, to)
+			c.ev.stateChange(from, to)
 		},
 	}
 }
 
 // connect establishes a new session (initialize, get_plugin_config, merge)
-// and installs it as generation gen. It implements reconnect.Config.Connect.
-func (c *client) connect(ctx context.Context, gen uint64) error {
+// and installs it as connection epoch. It implements reconnect.Config.Connect.
+func (c *Client) connect(ctx context.Context, epoch uint64) error {
 	actx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	rt := newSessionRT(c.base)
@@ -191,7 +311,7 @@ func (c *client) connect(ctx context.Context, gen uint64) error {
 		rt.retire(err)
 		return fmt.Errorf("connect %s: %w", c.url, err)
 	}
-	s := newSession(cs, rt, gen)
+	s := newSession(cs, rt, epoch)
 	res, err := cs.CallTool(actx, &mcp.CallToolParams{
 		Name:      cpex.ToolGetPluginConfig,
 		Arguments: map[string]string{"name": c.name},
@@ -212,39 +332,14 @@ func (c *client) connect(ctx context.Context, gen uint64) error {
 	if old != nil {
 		c.closeWhenIdle(ctx, old)
 	}
-	c.connects.Add(1)
-	c.pool.setEffective(c.index, merge(c.local, remote))
-	c.log.Info().Uint64("generation", gen).Str("session", cs.ID()).Msg("plugin session established")
+	c.count.connects.Add(1)
+	c.setEffective(merge(c.local, remote))
+	c.log.Info().Uint64("epoch", epoch).Str("session", cs.ID()).Msg("plugin session established")
 	return nil
 }
 
-// closeWhenIdle retires s and closes it in the background once the calls in
-// flight on it are done, so that a rebuild never fails them: they finish on
-// s (a dead server fails them by itself, and they are retried on the new
-// session). The wait is bounded by the plugin timeout (the longest a call
-// without its own deadline runs) plus deleteTimeout, and ends at once when
-// ctx (the client's life) ends.
-func (c *client) closeWhenIdle(ctx context.Context, s *session) {
-	idle := s.retire()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTimer(c.timeout + deleteTimeout)
-		defer t.Stop()
-		select {
-		case <-idle:
-		case <-t.C:
-			c.log.Debug().Msg("closing a replaced plugin session with calls still in flight")
-		case <-ctx.Done():
-		}
-		if err := s.close(context.WithoutCancel(ctx)); err != nil {
-			c.log.Debug().Err(err).Msg("close plugin session")
-		}
-	}()
-}
-
 // current returns the installed session.
-func (c *client) current() *session {
+func (c *Client) current() *session {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.cur
@@ -252,7 +347,7 @@ func (c *client) current() *session {
 
 // acquire waits for a usable session and enters a call on it; the caller
 // must leave it.
-func (c *client) acquire(ctx context.Context) (*session, error) {
+func (c *Client) acquire(ctx context.Context) (*session, error) {
 	if _, err := c.sup.Acquire(ctx); err != nil {
 		return nil, err
 	}
@@ -261,7 +356,7 @@ func (c *client) acquire(ctx context.Context) (*session, error) {
 
 // enterCurrent enters a call on the installed session. A session found
 // retiring has been replaced already: its successor is taken instead.
-func (c *client) enterCurrent() (*session, error) {
+func (c *Client) enterCurrent() (*session, error) {
 	for {
 		s := c.current()
 		if s == nil {
@@ -270,221 +365,5 @@ func (c *client) enterCurrent() (*session, error) {
 		if s.enter() {
 			return s, nil
 		}
-	}
-}
-
-// invoke runs invoke_hook, rebuilding the session and retrying once if it was
-// lost.
-func (c *client) invoke(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.timeout)
-		defer cancel()
-	}
-	if pctx == nil {
-		pctx = cpex.NewContext(cpex.GlobalContext{})
-	}
-	params := &mcp.CallToolParams{
-		Name: cpex.ToolInvokeHook,
-		Arguments: cpex.InvokeHookArgs{
-			HookType:   hook,
-			PluginName: c.name,
-			Payload:    payload,
-			Context:    pctx,
-		},
-	}
-
-	s, err := c.acquire(ctx)
-	if err != nil {
-		return nil, c.wrap(ctx, err)
-	}
-	reply, ex, err := c.call(ctx, s, params)
-	if err == nil || ctx.Err() != nil {
-		s.leave()
-		return reply, c.wrap(ctx, err)
-	}
-	switch {
-	case ex.gone.Load():
-		// This call's own answer said the session is gone: rebuild.
-	case answered(err, ex):
-		// The server answered this call: whatever it said is the call's
-		// error. Calling again would run the plugin twice.
-		s.leave()
-		return nil, c.wrap(ctx, answerError(err))
-	case !s.lost(err):
-		// No answer arrived, yet nothing on the wire said the session is
-		// gone: a server shutting down ends its SSE streams cleanly before
-		// its listener goes away. Ask the session; if it answers, the call
-		// is retried on it once, otherwise the lost-session path below
-		// rebuilds it.
-		perr := s.cs.Ping(ctx, nil)
-		if perr == nil || !s.lost(perr) {
-			c.retries.Add(1)
-			reply, _, err = c.call(ctx, s, params)
-			s.leave()
-			c.obs.OnRetry(c.name, err == nil)
-			if err != nil {
-				c.retryFailures.Add(1)
-			}
-			return reply, c.wrap(ctx, err)
-		}
-		err = perr
-	}
-	s.leave()
-
-	// The session is gone: one rebuild for all callers, then one retry.
-	cause := s.cause(err)
-	c.lossCause.Store(&cause)
-	if err := c.sup.Rebuild(ctx, s.gen); err != nil {
-		return nil, c.wrap(ctx, err)
-	}
-	if s, err = c.enterCurrent(); err != nil {
-		return nil, c.wrap(ctx, err)
-	}
-	defer s.leave()
-	c.retries.Add(1)
-	reply, _, err = c.call(ctx, s, params)
-	if err != nil {
-		c.retryFailures.Add(1)
-		c.log.Warn().Err(err).Uint64("generation", s.gen).Msg("plugin call failed again on the rebuilt session")
-	}
-	c.obs.OnRetry(c.name, err == nil)
-	return reply, c.wrap(ctx, err)
-}
-
-// answered reports whether err is the server's answer to the call (as
-// opposed to no answer at all): a JSON-RPC error, a refusal, a reply that
-// is not a valid invoke_hook reply, or anything after a whole JSON body
-// arrived.
-func answered(err error, ex *exchange) bool {
-	return ex.answered.Load() || serverError(err) ||
-		errors.Is(err, ErrInvalidReply) || errors.Is(err, ErrRefused)
-}
-
-// answerError is the call's error for an answer: an answer that is neither
-// a JSON-RPC error nor a refusal could not be understood, hence invalid.
-func answerError(err error) error {
-	if serverError(err) || errors.Is(err, ErrInvalidReply) || errors.Is(err, ErrRefused) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrInvalidReply, err)
-}
-
-// sdkCodes are the codes of the go-sdk's own jsonrpc.Error values (client
-// closing, server closing, rejected by transport): errors made on this side
-// of the wire, not answers.
-var sdkCodes = map[int64]bool{-32003: true, -32004: true, -32005: true}
-
-// serverError reports whether err's tree holds a JSON-RPC error the server
-// sent.
-func serverError(err error) bool {
-	var we *jsonrpc.Error
-	if errors.As(err, &we) && !sdkCodes[we.Code] {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if serverError(e) {
-				return true
-			}
-		}
-	case interface{ Unwrap() error }:
-		return serverError(u.Unwrap())
-	}
-	return false
-}
-
-// call makes one invoke_hook call on s, returning what the wire said of it.
-func (c *client) call(ctx context.Context, s *session, params *mcp.CallToolParams) (*cpex.InvokeHookReply, *exchange, error) {
-	ctx, ex := withExchange(ctx)
-	res, err := s.cs.CallTool(ctx, params)
-	if err != nil {
-		return nil, ex, err
-	}
-	reply, err := parseInvokeReply(res)
-	return reply, ex, err
-}
-
-// wrap maps err to the package's sentinels, naming the plugin. Context
-// errors are judged from ctx itself, not from err's chain.
-func (c *client) wrap(ctx context.Context, err error) error {
-	if err == nil {
-		return nil
-	}
-	switch {
-	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("plugin %s: %w: %w", c.name, ErrTimeout, context.DeadlineExceeded)
-	case ctx.Err() != nil:
-		return fmt.Errorf("plugin %s: %w", c.name, ctx.Err())
-	case errors.Is(err, reconnect.ErrOpen):
-		return fmt.Errorf("plugin %s: %w: %v", c.name, ErrPluginDown, err)
-	case errors.Is(err, reconnect.ErrStopped):
-		return fmt.Errorf("plugin %s: %w", c.name, ErrClosed)
-	case errors.Is(err, reconnect.ErrNotStarted):
-		return fmt.Errorf("plugin %s: %w", c.name, ErrNotStarted)
-	}
-	return fmt.Errorf("plugin %s: %w", c.name, err)
-}
-
-// healthLoop pings the plugin every interval until ctx is done.
-func (c *client) healthLoop(ctx context.Context) {
-	defer c.wg.Done()
-	t := time.NewTicker(c.health)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.healthCheck(ctx)
-	}
-}
-
-// healthCheck pings the current session once. A lost session is rebuilt
-// right away, before a request finds it dead. While the circuit is open or
-// the first connection is pending, the supervisor's loop does the probing.
-func (c *client) healthCheck(ctx context.Context) {
-	if c.sup.State() != reconnect.Ready {
-		return
-	}
-	s, err := c.acquire(ctx)
-	if err != nil {
-		return
-	}
-	pctx, cancel := context.WithTimeout(ctx, min(c.timeout, c.health))
-	err = s.cs.Ping(pctx, nil)
-	cancel()
-	s.leave()
-	if ctx.Err() != nil {
-		return
-	}
-	if err == nil {
-		c.healthOK.Add(1)
-		c.obs.OnHealthCheck(c.name, true)
-		return
-	}
-	c.healthFailed.Add(1)
-	c.obs.OnHealthCheck(c.name, false)
-	c.log.Warn().Err(err).Msg("plugin health check failed")
-	if s.lost(err) {
-		cause := s.cause(err)
-		c.lossCause.Store(&cause)
-		_ = c.sup.Rebuild(ctx, s.gen) // outcome logged by the supervisor hooks
-	}
-}
-
-// stats returns the counters.
-func (c *client) stats() Stats {
-	return Stats{
-		State:              c.sup.State(),
-		Connects:           c.connects.Load(),
-		Rebuilds:           c.rebuilds.Load(),
-		Retries:            c.retries.Load(),
-		RetryFailures:      c.retryFailures.Load(),
-		CircuitOpens:       c.circuitOpens.Load(),
-		HealthChecksOK:     c.healthOK.Load(),
-		HealthChecksFailed: c.healthFailed.Load(),
 	}
 }

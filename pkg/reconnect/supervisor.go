@@ -51,10 +51,10 @@ const MinLoopDelay = time.Millisecond
 // Config configures a [Supervisor]. Only Connect is required.
 type Config struct {
 	// Connect establishes a new connection and installs it, replacing the
-	// previous one. gen is the generation the connection will have once
+	// previous one. epoch is the epoch the connection will have once
 	// Connect returns nil; callers report a broken connection to Rebuild by
-	// its generation. Connect must honour ctx, which is cancelled by Close.
-	Connect func(ctx context.Context, gen uint64) error
+	// its epoch. Connect must honour ctx, which is cancelled by Close.
+	Connect func(ctx context.Context, epoch uint64) error
 	// Attempts is the number of Connect calls one rebuild (or the initial
 	// connection) makes before the circuit opens. Values below 1 mean 1.
 	Attempts int
@@ -85,8 +85,8 @@ type Config struct {
 //
 // Transitions: Start runs the first connection round (Connecting → Ready, or
 // → Down after Attempts failures). Rebuild, called by whoever saw the
-// connection of generation gen fail, runs one round shared by every caller
-// (Ready → Ready with gen+1, or → Down). While Down, Acquire and Rebuild
+// connection of an epoch fail, runs one round shared by every caller
+// (Ready → Ready with epoch+1, or → Down). While Down, Acquire and Rebuild
 // return ErrOpen at once, and a background loop calls Connect with capped
 // backoff until it succeeds (Down → Ready). Close stops everything.
 //
@@ -98,7 +98,7 @@ type Supervisor struct {
 	ctx     context.Context // set by Start; cancelled by Close
 	cancel  context.CancelFunc
 	state   State
-	gen     uint64
+	epoch   uint64
 	lastErr error   // last Connect error, for ErrOpen messages
 	running *flight // the connection round in progress, if any
 	closed  bool
@@ -142,16 +142,16 @@ func (s *Supervisor) State() State {
 	return s.state
 }
 
-// Gen returns the generation of the current connection (0 before the first
-// connection succeeded).
-func (s *Supervisor) Gen() uint64 {
+// Epoch returns the epoch (connection number) of the current connection (0
+// before the first connection succeeded).
+func (s *Supervisor) Epoch() uint64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.gen
+	return s.epoch
 }
 
 // Acquire waits for any connection round in progress and returns the current
-// generation when the circuit is closed. It returns an error wrapping
+// epoch when the circuit is closed. It returns an error wrapping
 // ErrOpen at once while the circuit is open, ErrNotStarted before Start,
 // ErrStopped after Close, or ctx.Err() if ctx ends while it waits.
 func (s *Supervisor) Acquire(ctx context.Context) (uint64, error) {
@@ -168,18 +168,18 @@ func (s *Supervisor) Acquire(ctx context.Context) (uint64, error) {
 			}
 			continue
 		}
-		gen := s.gen
+		epoch := s.epoch
 		s.mu.Unlock()
-		return gen, nil
+		return epoch, nil
 	}
 }
 
-// Rebuild reports that the connection of generation gen failed and waits
+// Rebuild reports that the connection of the given epoch failed and waits
 // until a newer connection is ready. Concurrent callers share one rebuild
-// round; a caller whose generation is already stale returns nil at once.
+// round; a caller whose epoch is already stale returns nil at once.
 // Errors are as for Acquire; a rebuild that fails opens the circuit and
 // returns an error wrapping ErrOpen.
-func (s *Supervisor) Rebuild(ctx context.Context, gen uint64) error {
+func (s *Supervisor) Rebuild(ctx context.Context, epoch uint64) error {
 	for {
 		s.mu.Lock()
 		if err := s.unusableLocked(); err != nil {
@@ -188,7 +188,7 @@ func (s *Supervisor) Rebuild(ctx context.Context, gen uint64) error {
 		}
 		f := s.running
 		if f == nil {
-			if gen < s.gen {
+			if epoch < s.epoch {
 				s.mu.Unlock()
 				return nil
 			}
@@ -237,16 +237,16 @@ func (s *Supervisor) unusableLocked() error {
 func (s *Supervisor) startRound(rebuild bool) *flight {
 	f := &flight{done: make(chan struct{})}
 	s.running = f
-	gen := s.gen + 1
+	epoch := s.epoch + 1
 	s.wg.Add(1)
-	go s.round(f, gen, rebuild)
+	go s.round(f, epoch, rebuild)
 	return f
 }
 
 // round makes up to Attempts connection attempts, publishes the outcome to
 // the flight's waiters and, if every attempt failed, keeps reconnecting in
 // the background until it succeeds or the supervisor is closed.
-func (s *Supervisor) round(f *flight, gen uint64, rebuild bool) {
+func (s *Supervisor) round(f *flight, epoch uint64, rebuild bool) {
 	defer s.wg.Done()
 	ctx := s.ctx // immutable after Start
 	if rebuild && s.cfg.OnRebuild != nil {
@@ -260,7 +260,7 @@ func (s *Supervisor) round(f *flight, gen uint64, rebuild bool) {
 				break
 			}
 		}
-		if err = s.cfg.Connect(ctx, gen); err == nil {
+		if err = s.cfg.Connect(ctx, epoch); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -279,7 +279,7 @@ func (s *Supervisor) round(f *flight, gen uint64, rebuild bool) {
 		// Closing: leave the state alone, waiters see ErrStopped.
 		f.err = ErrStopped
 	case err == nil:
-		s.gen, s.state = gen, Ready
+		s.epoch, s.state = epoch, Ready
 	default:
 		s.state, s.lastErr = Down, err
 		f.err = err
@@ -290,12 +290,12 @@ func (s *Supervisor) round(f *flight, gen uint64, rebuild bool) {
 	s.notify(from, to)
 
 	if err != nil && ctx.Err() == nil {
-		s.loop(ctx, gen, attempt)
+		s.loop(ctx, epoch, attempt)
 	}
 }
 
 // loop reconnects while the circuit is open.
-func (s *Supervisor) loop(ctx context.Context, gen uint64, attempt int) {
+func (s *Supervisor) loop(ctx context.Context, epoch uint64, attempt int) {
 	backoff := s.cfg.Backoff
 	if backoff.Base <= 0 {
 		backoff.Base = MinLoopDelay
@@ -304,14 +304,14 @@ func (s *Supervisor) loop(ctx context.Context, gen uint64, attempt int) {
 		if s.cfg.Sleep(ctx, backoff.Delay(attempt-1)) != nil {
 			return
 		}
-		err := s.cfg.Connect(ctx, gen)
+		err := s.cfg.Connect(ctx, epoch)
 		if ctx.Err() != nil {
 			return
 		}
 		if err == nil {
 			s.mu.Lock()
 			from := s.state
-			s.gen, s.state = gen, Ready
+			s.epoch, s.state = epoch, Ready
 			s.mu.Unlock()
 			s.notify(from, Ready)
 			return

@@ -144,8 +144,8 @@ func TestSupervisorConnects(t *testing.T) {
 		t.Fatalf("Acquire = %d, %v; want 1, nil", gen, err)
 	}
 	tr.wait(t, Connecting, Ready)
-	if s.State() != Ready || s.Gen() != 1 {
-		t.Fatalf("State, Gen = %v, %d; want ready, 1", s.State(), s.Gen())
+	if s.State() != Ready || s.Epoch() != 1 {
+		t.Fatalf("State, Gen = %v, %d; want ready, 1", s.State(), s.Epoch())
 	}
 	// A second Start is a no-op.
 	s.Start(context.Background())
@@ -204,8 +204,8 @@ func TestSupervisorRebuildSingleFlight(t *testing.T) {
 	if n := rebuilds.Load(); n != 1 {
 		t.Errorf("OnRebuild called %d times, want 1", n)
 	}
-	if s.Gen() != 2 {
-		t.Errorf("Gen = %d, want 2", s.Gen())
+	if s.Epoch() != 2 {
+		t.Errorf("Gen = %d, want 2", s.Epoch())
 	}
 	sc.mu.Lock()
 	if len(sc.gens) != 2 || sc.gens[0] != 1 || sc.gens[1] != 2 {
