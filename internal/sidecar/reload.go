@@ -47,7 +47,7 @@ func (w *watcher) changed() bool {
 // plugins keep their sessions, new ones are connected, removed ones closed
 // once the streams that may use them are done. An invalid file is rejected
 // with the same messages as --check-config and the old config stays.
-func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
+func (s *sidecar) reload(w *watcher) {
 	cfg, err := config.Load(w.path)
 	if err != nil {
 		s.metrics.Reload(false)
@@ -68,25 +68,23 @@ func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
 		s.log.Error().Err(err).Str("config", w.path).Msg("config reload rejected")
 		return
 	}
-	for _, p := range created {
-		p.Start(poolCtx)
-	}
+	startClients(s.clientCtx, created)
 	s.current.Store(gen)
 	s.metrics.Reload(true)
 	for _, wn := range cfg.Warnings {
 		s.log.Warn().Str("plugin", wn.Plugin).Str("field", wn.Field).Msg(wn.Message)
 	}
 	var gone []string
-	for _, name := range prev.set.order {
-		if _, ok := gen.set.pools[name]; !ok {
-			gone = append(gone, name)
+	for _, p := range prev.cfg.Plugins {
+		if !gen.set.has(p.Name) {
+			gone = append(gone, p.Name)
 		}
 	}
 	s.log.Info().Str("config", w.path).Int("plugins", len(cfg.Plugins)).Int("connected", len(created)).
 		Int("closed", len(removed)).Msg("config reloaded")
 
 	// Retire the old generation once its streams are done: they may still
-	// call its executor and pools until then.
+	// call its executor and clients until then.
 	delay := s.opts.GracePeriod + prev.cfg.HookTimeout()
 	s.retired.Add(1)
 	go func() {
@@ -97,19 +95,19 @@ func (s *sidecar) reload(poolCtx context.Context, w *watcher) {
 		case <-t.C:
 		case <-s.drained.Done():
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 		defer cancel()
 		if err := prev.exec.Close(ctx); err != nil {
 			s.log.Warn().Err(err).Msg("close retired executor")
 		}
-		if err := closePools(ctx, removed); err != nil {
+		if err := closeClients(ctx, removed); err != nil {
 			s.log.Warn().Err(err).Msg("close removed plugins")
 		}
 		// A later reload may have brought a plugin back under the same
 		// name: its series are live again.
 		cur := s.current.Load()
 		for _, name := range gone {
-			if _, back := cur.set.pools[name]; !back {
+			if !cur.set.has(name) {
 				s.metrics.ForgetPlugin(name)
 			}
 		}

@@ -1,11 +1,15 @@
 package sidecar_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -95,5 +99,42 @@ func TestAdminEndpoints(t *testing.T) {
 		if err := sc.stop(); err != nil {
 			t.Fatalf("Run: %v", err)
 		}
+	}
+}
+
+// TestAdminClosesIdleConnections: an idle keep-alive connection to the
+// admin server is closed by the server after the idle timeout.
+func TestAdminClosesIdleConnections(t *testing.T) {
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plugintest.NewScripted("Guard", cpex.ToolPreInvoke))
+	path := writeConfig(t, configYAML(pluginEntry("Guard", srv.URL(), "fail", "")))
+	r := startSidecar(t, path, func(o *sidecar.Options) { o.AdminIdleTimeout = 100 * time.Millisecond })
+
+	conn, err := net.DialTimeout("tcp", strings.TrimPrefix(r.adminURL, "http://"), waitTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.SetReadDeadline(time.Now().Add(waitTimeout)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Close {
+		t.Fatalf("healthz = %d, close %v; want 200 keep-alive", resp.StatusCode, resp.Close)
+	}
+	// Now idle: the server must close the connection (read sees EOF)
+	// within 5 s, before the admin read timeout (10 s), which would close
+	// it too.
+	if err := conn.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := conn.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("idle connection read = %d, %v; want EOF (closed by the server)", n, err)
 	}
 }

@@ -1,5 +1,5 @@
 // Package sidecar wires mcp-extproc together: configuration and its hot
-// reload, the plugin pools, the executor, the ext_proc gRPC server with
+// reload, the plugin clients, the executor, the ext_proc gRPC server with
 // health, and the admin HTTP server. cmd/extproc parses flags and calls Run;
 // tests and the demo run the same code in-process.
 package sidecar
@@ -63,6 +63,9 @@ type Options struct {
 	OTLPInsecure bool
 	// Started, if set, receives the bound addresses once both servers listen.
 	Started func(grpcAddr, adminAddr net.Addr)
+	// AdminIdleTimeout closes idle keep-alive connections of the admin
+	// server. Default DefaultAdminIdleTimeout.
+	AdminIdleTimeout time.Duration
 }
 
 // ExtProcService is the gRPC service name reported by the health service.
@@ -77,20 +80,46 @@ type generation struct {
 	snap *processor.Snapshot
 }
 
+// Admin HTTP server defaults: the admin port serves probes and metrics
+// scrapes, small and quick; anything slow or large is a misbehaving client.
+const (
+	DefaultAdminIdleTimeout = 60 * time.Second
+	adminReadHeaderTimeout  = 5 * time.Second
+	adminReadTimeout        = 10 * time.Second
+	// adminWriteTimeout leaves room for a 30 s CPU profile on /debug/pprof.
+	adminWriteTimeout   = 40 * time.Second
+	adminMaxHeaderBytes = 64 << 10
+	// closeTimeout bounds closing executors and plugin clients at the end.
+	closeTimeout = 5 * time.Second
+)
+
 // sidecar is the running state Run owns.
 type sidecar struct {
 	opts    Options
 	log     zerolog.Logger
+	reg     *prometheus.Registry
 	metrics *metrics.Metrics
 	current atomic.Pointer[generation]
 	// retired holds work that outlives a reload: closing the executor and
-	// the pools of a replaced generation once its streams are done.
+	// the clients of a replaced generation once its streams are done.
 	retired sync.WaitGroup
 	// drained is done once Run has stopped and its open streams have ended:
 	// retired generations may then close at once.
 	drained context.Context
+	// clientCtx bounds the background work of the plugin clients.
+	clientCtx context.Context
 	// tracing is nil unless Options.OTLPEndpoint is set.
 	tracing *tracing
+}
+
+// servers are the listeners and servers Run serves on.
+type servers struct {
+	grpcLis, adminLis net.Listener
+	grpc              *grpc.Server
+	health            *health.Server
+	admin             *http.Server
+	proc              *processor.Server
+	ready             *readiness
 }
 
 // Run runs the sidecar until ctx is done, then drains and returns nil, or
@@ -99,6 +128,26 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.Config == nil {
 		return errors.New("sidecar: Options.Config is required")
 	}
+	opts = withDefaults(opts)
+	drained, setDrained := context.WithCancel(context.WithoutCancel(ctx))
+	defer setDrained()
+	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopClients()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s := &sidecar{opts: opts, log: opts.Logger, reg: reg, metrics: metrics.New(reg), drained: drained, clientCtx: clientCtx}
+
+	srv, err := s.setUp(ctx)
+	if err != nil {
+		return err
+	}
+	runErr := s.serve(ctx, srv)
+	s.drain(ctx, srv, setDrained)
+	return runErr
+}
+
+// withDefaults fills in the zero options.
+func withDefaults(opts Options) Options {
 	if opts.GracePeriod == 0 {
 		opts.GracePeriod = 10 * time.Second
 	}
@@ -108,168 +157,191 @@ func Run(ctx context.Context, opts Options) error {
 	if opts.ReloadInterval == 0 {
 		opts.ReloadInterval = 2 * time.Second
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	drained, setDrained := context.WithCancel(context.WithoutCancel(ctx))
-	defer setDrained()
-	s := &sidecar{opts: opts, log: opts.Logger, metrics: metrics.New(reg), drained: drained}
-
-	// Listen before connecting to plugins, so that an address in use stops
-	// Run with nothing to clean up.
-	grpcLis, err := net.Listen("tcp", opts.GRPCAddr)
-	if err != nil {
-		return fmt.Errorf("listen grpc %s: %w", opts.GRPCAddr, err)
+	if opts.AdminIdleTimeout == 0 {
+		opts.AdminIdleTimeout = DefaultAdminIdleTimeout
 	}
-	adminLis, err := net.Listen("tcp", opts.AdminAddr)
-	if err != nil {
-		grpcLis.Close()
-		return fmt.Errorf("listen admin %s: %w", opts.AdminAddr, err)
+	return opts
+}
+
+// setUp listens (before connecting to plugins, so that an address in use
+// stops Run with nothing to clean up), starts tracing, builds the first
+// generation and the servers. On error, everything it made is released.
+func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
+	srv := &servers{}
+	defer func() {
+		if err != nil {
+			srv.closeListeners()
+			s.shutdownTracing(ctx)
+		}
+	}()
+	if srv.grpcLis, err = net.Listen("tcp", s.opts.GRPCAddr); err != nil {
+		return nil, fmt.Errorf("listen grpc %s: %w", s.opts.GRPCAddr, err)
+	}
+	if srv.adminLis, err = net.Listen("tcp", s.opts.AdminAddr); err != nil {
+		return nil, fmt.Errorf("listen admin %s: %w", s.opts.AdminAddr, err)
 	}
 	withHeaders := pluginclient.WithHeaders
-	if opts.OTLPEndpoint != "" {
-		if s.tracing, err = newTracing(ctx, opts.OTLPEndpoint, opts.OTLPInsecure); err != nil {
-			grpcLis.Close()
-			adminLis.Close()
-			return err
+	if s.opts.OTLPEndpoint != "" {
+		if s.tracing, err = newTracing(ctx, s.opts.OTLPEndpoint, s.opts.OTLPInsecure); err != nil {
+			return nil, err
 		}
 		withHeaders = s.tracing.withHeaders
 	}
-	gen, created, _, err := s.build(opts.Config, nil)
+	gen, created, _, err := s.build(s.opts.Config, nil)
 	if err != nil {
-		grpcLis.Close()
-		adminLis.Close()
-		s.shutdownTracing(ctx)
-		return err
+		return nil, err
 	}
-	poolCtx, stopPools := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopPools()
-	for _, p := range created {
-		p.Start(poolCtx)
-	}
+	startClients(s.clientCtx, created)
 	s.current.Store(gen)
 	s.metrics.ConfigApplied(time.Now())
 
-	proc := processor.New(processor.Options{
+	srv.proc = processor.New(processor.Options{
 		Logger:   s.log.With().Str("component", "processor").Logger(),
 		Snapshot: func() *processor.Snapshot { return s.current.Load().snap },
 		Observer: s.metrics,
 		// The request's trace context and x-request-id follow each tool
 		// call into its plugins.
 		WithHeaders: withHeaders,
-		LogBodies:   opts.LogBodies,
+		LogBodies:   s.opts.LogBodies,
 	})
+	srv.grpc = grpc.NewServer()
+	extprocv3.RegisterExternalProcessorServer(srv.grpc, srv.proc)
+	srv.health = health.NewServer()
+	healthpb.RegisterHealthServer(srv.grpc, srv.health)
+	srv.ready = &readiness{current: func() *generation { return s.current.Load() }, started: map[string]bool{}}
+	srv.admin = s.adminServer(srv.ready)
+	return srv, nil
+}
 
-	gs := grpc.NewServer()
-	extprocv3.RegisterExternalProcessorServer(gs, proc)
-	hs := health.NewServer()
-	healthpb.RegisterHealthServer(gs, hs)
-	ready := &readiness{current: func() *generation { return s.current.Load() }, started: map[string]bool{}}
-	setHealth := func(serving bool) {
-		st := healthpb.HealthCheckResponse_NOT_SERVING
-		if serving {
-			st = healthpb.HealthCheckResponse_SERVING
-		}
-		hs.SetServingStatus("", st)
-		hs.SetServingStatus(ExtProcService, st)
+// adminServer is the admin HTTP server, with timeouts and a header cap so
+// that no client can hold its connections or memory.
+func (s *sidecar) adminServer(ready *readiness) *http.Server {
+	return &http.Server{
+		Handler:           adminMux(s.reg, ready, s.opts.Pprof),
+		ReadHeaderTimeout: adminReadHeaderTimeout,
+		ReadTimeout:       adminReadTimeout,
+		WriteTimeout:      adminWriteTimeout,
+		IdleTimeout:       s.opts.AdminIdleTimeout,
+		MaxHeaderBytes:    adminMaxHeaderBytes,
 	}
-	setHealth(ready.check())
+}
 
-	admin := &http.Server{Handler: adminMux(reg, ready, opts.Pprof), ReadHeaderTimeout: 5 * time.Second}
+// closeListeners closes the listeners that are open (after a failed set-up).
+func (srv *servers) closeListeners() {
+	for _, l := range []net.Listener{srv.grpcLis, srv.adminLis} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// setHealth reports serving or not on the gRPC health service.
+func (srv *servers) setHealth(serving bool) {
+	st := healthpb.HealthCheckResponse_NOT_SERVING
+	if serving {
+		st = healthpb.HealthCheckResponse_SERVING
+	}
+	srv.health.SetServingStatus("", st)
+	srv.health.SetServingStatus(ExtProcService, st)
+}
+
+// serve runs both servers and the event loop (readiness, reloads) until ctx
+// is done or a server stops; it returns the error that stopped it.
+func (s *sidecar) serve(ctx context.Context, srv *servers) error {
+	srv.setHealth(srv.ready.check())
 	errc := make(chan error, 2)
-	go func() { errc <- gs.Serve(grpcLis) }()
+	go func() { errc <- srv.grpc.Serve(srv.grpcLis) }()
 	go func() {
-		if err := admin.Serve(adminLis); !errors.Is(err, http.ErrServerClosed) {
+		if err := srv.admin.Serve(srv.adminLis); !errors.Is(err, http.ErrServerClosed) {
 			errc <- err
 			return
 		}
 		errc <- nil
 	}()
-	if opts.Started != nil {
-		opts.Started(grpcLis.Addr(), adminLis.Addr())
+	if s.opts.Started != nil {
+		s.opts.Started(srv.grpcLis.Addr(), srv.adminLis.Addr())
 	}
-	s.log.Info().Str("grpc_addr", grpcLis.Addr().String()).Str("admin_addr", adminLis.Addr().String()).
-		Int("plugins", len(opts.Config.Plugins)).Msg("mcp-extproc started")
+	s.log.Info().Str("grpc_addr", srv.grpcLis.Addr().String()).Str("admin_addr", srv.adminLis.Addr().String()).
+		Int("plugins", len(s.opts.Config.Plugins)).Msg("mcp-extproc started")
 
-	w := newWatcher(opts.ConfigPath)
-	ticker := time.NewTicker(opts.ReadyCheckInterval)
+	w := newWatcher(s.opts.ConfigPath)
+	ticker := time.NewTicker(s.opts.ReadyCheckInterval)
 	defer ticker.Stop()
 	var reloadTick <-chan time.Time
-	if opts.ConfigPath != "" && opts.ReloadInterval > 0 {
-		rt := time.NewTicker(opts.ReloadInterval)
+	if s.opts.ConfigPath != "" && s.opts.ReloadInterval > 0 {
+		rt := time.NewTicker(s.opts.ReloadInterval)
 		defer rt.Stop()
 		reloadTick = rt.C
 	}
-	var runErr error
-loop:
 	for {
 		select {
 		case <-ctx.Done():
-			break loop
+			return nil
 		case err := <-errc:
-			runErr = fmt.Errorf("server stopped: %w", err)
-			break loop
+			return fmt.Errorf("server stopped: %w", err)
 		case <-ticker.C:
-			if !ready.draining.Load() {
-				setHealth(ready.check())
-			}
+			srv.setHealth(srv.ready.check())
 		case <-reloadTick:
 			if w.changed() {
-				s.reload(poolCtx, w)
+				s.reload(w)
 			}
-		case <-opts.Reload:
+		case <-s.opts.Reload:
 			w.changed() // take in the current content
-			s.reload(poolCtx, w)
+			s.reload(w)
 		}
 	}
+}
 
-	// Drain: report NOT_SERVING, refuse new streams, let open ones finish
-	// within the grace period, then close plugin sessions.
-	s.log.Info().Dur("grace_period", opts.GracePeriod).Msg("shutting down: draining streams")
-	ready.draining.Store(true)
-	hs.Shutdown()
-	proc.Drain()
+// drain reports NOT_SERVING, refuses new streams, lets open ones finish
+// within the grace period, then closes the plugin clients, the admin server
+// and tracing.
+func (s *sidecar) drain(ctx context.Context, srv *servers, setDrained func()) {
+	s.log.Info().Dur("grace_period", s.opts.GracePeriod).Msg("shutting down: draining streams")
+	srv.ready.draining.Store(true)
+	srv.health.Shutdown()
+	srv.proc.Drain()
 	stopped := make(chan struct{})
-	go func() { gs.GracefulStop(); close(stopped) }()
-	grace := time.NewTimer(opts.GracePeriod)
+	go func() { srv.grpc.GracefulStop(); close(stopped) }()
+	grace := time.NewTimer(s.opts.GracePeriod)
 	select {
 	case <-stopped:
 		grace.Stop()
 	case <-grace.C:
-		s.log.Warn().Int64("open_streams", proc.OpenStreams()).Msg("grace period over: closing open streams")
-		gs.Stop()
+		s.log.Warn().Int64("open_streams", srv.proc.OpenStreams()).Msg("grace period over: closing open streams")
+		srv.grpc.Stop()
 		<-stopped
 	}
 	// The streams are done: retired generations (which open streams may
 	// have been using until now) close at once.
 	setDrained()
 	s.retired.Wait()
-	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
 	cur := s.current.Load()
 	if err := cur.exec.Close(closeCtx); err != nil {
 		s.log.Warn().Err(err).Msg("executor close")
 	}
-	if err := closePools(closeCtx, cur.set.allPools()); err != nil {
-		s.log.Warn().Err(err).Msg("plugin pool close")
+	if err := closeClients(closeCtx, cur.set.all()); err != nil {
+		s.log.Warn().Err(err).Msg("plugin client close")
 	}
-	stopPools()
-	if err := admin.Shutdown(closeCtx); err != nil {
+	if err := srv.admin.Shutdown(closeCtx); err != nil {
 		s.log.Warn().Err(err).Msg("admin server shutdown")
 	}
 	s.shutdownTracing(ctx)
 	s.log.Info().Msg("mcp-extproc stopped")
-	return runErr
 }
 
-// build makes a generation for cfg, reusing the unchanged pools of prev.
-func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*pluginclient.Pool, []*pluginclient.Pool, error) {
+// build makes a generation for cfg, reusing the unchanged clients of prev.
+// It returns the clients it created (to Start) and those of prev no longer
+// used (to Close once prev is retired).
+func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*pluginclient.Client, []*pluginclient.Client, error) {
 	var prevSet *pluginSet
 	if prev != nil {
 		prevSet = prev.set
 	}
 	set, created, removed, err := buildPluginSet(cfg, prevSet, s.log.With().Str("component", "pluginclient").Logger(), s.metrics)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("plugin pool: %w", err)
+		return nil, nil, nil, fmt.Errorf("plugin clients: %w", err)
 	}
 	var plugins executor.Plugins = set
 	if s.tracing != nil {
@@ -294,7 +366,7 @@ func (s *sidecar) shutdownTracing(ctx context.Context) {
 	if s.tracing == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
 	if err := s.tracing.shutdown(ctx); err != nil {
 		s.log.Warn().Err(err).Msg("span export shutdown")
