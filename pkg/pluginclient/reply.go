@@ -104,7 +104,7 @@ func parseRemoteConfig(res *mcp.CallToolResult) (config.Plugin, error) {
 	return rp.Plugin, nil
 }
 
-// merge applies the reference client's rule (plugin-protocol.md §1.3): the
+// merge applies the reference client's rule (docs/plugin-protocol.md, start-up sequence): the
 // remote config, then every key set in the local config overrides it
 // (shallow). "Set" means non-empty for strings, non-nil for pointers, slices
 // and maps. Name, kind and mcp always come from the local config. The
