@@ -21,8 +21,8 @@ import (
 // exchange is what a recorder saw of one HTTP request and its answer.
 type exchange struct {
 	httpMethod, rpcMethod, version string // version: the Mcp-Protocol-Version header sent
-	status                             int
-	sessionIn, sessionOut              string // Mcp-Session-Id sent and answered
+	status                         int
+	sessionIn, sessionOut          string // Mcp-Session-Id sent and answered
 }
 
 // recorder records exchanges and hands each request to the next handler in
@@ -60,15 +60,21 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		_ = json.Unmarshal(body, &msg)
 	}
+	// Recorded in arrival order; the answer is filled in when it is done.
+	rec.mu.Lock()
+	i := len(rec.log)
+	rec.log = append(rec.log, exchange{
+		httpMethod: r.Method, rpcMethod: msg.Method, version: r.Header.Get("Mcp-Protocol-Version"),
+		sessionIn: r.Header.Get("Mcp-Session-Id"),
+	})
+	rec.mu.Unlock()
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	h := rec.next[int(rec.n.Add(1)-1)%len(rec.next)]
 	h.ServeHTTP(sw, r)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	rec.log = append(rec.log, exchange{
-		httpMethod: r.Method, rpcMethod: msg.Method, version: r.Header.Get("Mcp-Protocol-Version"),
-		status: sw.status, sessionIn: r.Header.Get("Mcp-Session-Id"), sessionOut: w.Header().Get("Mcp-Session-Id"),
-	})
+	rec.log[i].status = sw.status
+	rec.log[i].sessionOut = w.Header().Get("Mcp-Session-Id")
 }
 
 func (rec *recorder) exchanges() []exchange {
@@ -139,6 +145,10 @@ func TestStatelessAndStatefulWithOldAndNewClients(t *testing.T) {
 					t.Fatalf("invoke_hook: %v %+v", err, res)
 				}
 			}
+			// Every exchange is recorded once its handler has returned,
+			// which can be after the client got its answer.
+			cs.Close()
+			ts.Close()
 			xs := rec.exchanges()
 			if got := rpcMethods(xs); !slices.Equal(got, tt.wantMethods) {
 				t.Errorf("JSON-RPC methods %q, want %q", got, tt.wantMethods)
