@@ -7,12 +7,15 @@
 //	example-plugin [--addr :8000] [--path /mcp] [--name NAME]...
 //	               [--deny PATTERN]... [--redact PATTERN=REPLACEMENT]...
 //	               [--mode sequential] [--priority 50]
-//	               [--json-response] [--log-level info]
+//	               [--json-response] [--stateless] [--log-level info]
 //	example-plugin --policy FILE [--addr :8000] ...
 //
 // With flags, every --name (default ExamplePolicy) is served as a plugin
 // with the same rules. With --policy, the YAML or JSON file lists the
-// plugins (see policy.File) and the rule flags must not be given. Logs are
+// plugins (see policy.File) and the rule flags must not be given. With
+// --stateless the server keeps no MCP sessions (MCP 2026-07-28 natively,
+// older clients without a session), so replicas behind any load balancer
+// serve any call. Logs are
 // zerolog JSON on stderr. SIGINT or SIGTERM shuts the server down
 // gracefully. GET /healthz answers 200 while serving.
 package main
@@ -63,7 +66,7 @@ type options struct {
 	addr, path, policyFile, mode, logLevel string
 	names, deny, redact                    listFlag
 	priority                               int
-	jsonResponse                           bool
+	jsonResponse, stateless                bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -79,6 +82,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.mode, "mode", "", "mode reported by get_plugin_config (default sequential)")
 	fs.IntVar(&o.priority, "priority", policy.DefaultPriority, "priority reported by get_plugin_config (lower runs first)")
 	fs.BoolVar(&o.jsonResponse, "json-response", false, "answer with application/json instead of SSE")
+	fs.BoolVar(&o.stateless, "stateless", false, "keep no MCP sessions (MCP 2026-07-28; older clients served without a session)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -137,7 +141,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	if err != nil {
 		return err
 	}
-	ps, err := policy.NewServer(cfgs, &pluginserver.Options{JSONResponse: o.jsonResponse, Logger: &log})
+	ps, err := policy.NewServer(cfgs, &pluginserver.Options{JSONResponse: o.jsonResponse, Stateless: o.stateless, Logger: &log})
 	if err != nil {
 		return err
 	}
@@ -167,7 +171,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		names = append(names, fmt.Sprint(c["name"]))
 	}
 	log.Info().Str("addr", ln.Addr().String()).Str("path", o.path).Strs("plugins", names).
-		Bool("json_response", o.jsonResponse).Msg("serving")
+		Bool("json_response", o.jsonResponse).Bool("stateless", o.stateless).Msg("serving")
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

@@ -64,6 +64,7 @@ type rendered struct {
 	namespaces   []*corev1.Namespace
 	pdbs         []*policyv1.PodDisruptionBudget
 	envoyFilters []*envoyFilter
+	destRules    []*destinationRule
 	rules        []*prometheusRule
 }
 
@@ -271,6 +272,9 @@ func render(s snapshot, dir string) (*rendered, []error) {
 		case "networking.istio.io/v1alpha3 EnvoyFilter":
 			o := &envoyFilter{}
 			r.envoyFilters, target = append(r.envoyFilters, o), o
+		case "networking.istio.io/v1 DestinationRule":
+			o := &destinationRule{}
+			r.destRules, target = append(r.destRules, o), o
 		case "monitoring.coreos.com/v1 PrometheusRule":
 			o := &prometheusRule{}
 			r.rules, target = append(r.rules, o), o
@@ -470,6 +474,9 @@ func checkRendered(s snapshot, r *rendered) ([]*pod, []error) {
 			continue
 		}
 		checkEnvoyFilter(r, ef, extprocs[0], &p)
+	}
+	for _, dr := range r.destRules {
+		checkDestinationRule(r, dr, &p)
 	}
 	for _, pdb := range r.pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)

@@ -5,9 +5,25 @@
 //
 // Replies are encoded as the Python servers encode them: one TextContent
 // block holding the JSON, no structuredContent. The HTTP endpoint is the
-// go-sdk Streamable HTTP handler in stateful mode (Mcp-Session-Id), answering
-// over SSE by default, like Python servers, or with application/json when
-// [Options.JSONResponse] is set.
+// go-sdk Streamable HTTP handler, answering over SSE by default, like Python
+// servers, or with application/json when [Options.JSONResponse] is set.
+//
+// # Stateful and stateless
+//
+// By default the handler is stateful: initialize creates a session
+// (Mcp-Session-Id) that lives in this process, as in Python servers. A
+// client asking for MCP 2026-07-28 first sends server/discover; the stateful
+// handler answers it with the older versions only, and the client falls back
+// to initialize.
+//
+// With [Options.Stateless] the handler keeps no sessions, so any replica of
+// the plugin serves any call and nothing is lost when one restarts. A
+// 2026-07-28 client discovers the server (server/discover) and sends every
+// call self-contained, with no initialize. An older client still sends
+// initialize: it is answered on a temporary session, without an
+// Mcp-Session-Id, and every later request of that client is served the same
+// way (GET and DELETE answer 405). Plugins must then keep no per-session
+// state, which the cpex protocol never needs.
 //
 // A plugin that panics or fails produces an error reply
 // ({"plugin_name", "error": {...}}), never a crash or a JSON-RPC error.
@@ -47,6 +63,10 @@ type Options struct {
 	// to test clients against servers that do. Default: text only, like
 	// the Python plugin servers.
 	StructuredContent bool
+	// Stateless serves without sessions (see the package documentation):
+	// MCP 2026-07-28 natively, older protocol versions on a temporary
+	// session per request. Default: stateful sessions, like Python servers.
+	Stateless bool
 }
 
 // Server serves a fixed set of plugins. Create it with [New] or
@@ -97,10 +117,11 @@ func NewWithOptions(opts *Options, plugins ...Plugin) *Server {
 	return s
 }
 
-// Handler returns a new go-sdk Streamable HTTP handler (stateful) serving
-// the plugins; mount it at /mcp. Every call returns an independent endpoint
-// with its own, empty session store, so a test can simulate a restarted
-// plugin server by serving a fresh Handler. The returned value also
+// Handler returns a new go-sdk Streamable HTTP handler (stateful unless
+// [Options.Stateless]) serving the plugins; mount it at /mcp. Every call
+// returns an independent endpoint with its own, empty session store, so a
+// test can simulate a restarted plugin server by serving a fresh Handler,
+// or replicas by serving several. The returned value also
 // implements io.Closer: Close cancels running hooks, closes the endpoint's
 // sessions and makes it answer 503 from then on.
 func (s *Server) Handler() http.Handler {
@@ -111,6 +132,7 @@ func (s *Server) Handler() http.Handler {
 	})
 	ep.addTools()
 	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.mcp }, &mcp.StreamableHTTPOptions{
+		Stateless:                    s.opts.Stateless,
 		JSONResponse:                 s.opts.JSONResponse,
 		SessionTimeout:               s.opts.SessionTimeout,
 		PropagateRequestCancellation: true,
