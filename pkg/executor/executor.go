@@ -233,7 +233,7 @@ func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target
 	users := lazyUsers{user: g.User}
 	for _, ph := range hp.phases {
 		for _, en := range ph {
-			if !e.isDisabled(en.key) && matches(en.conditions, hook, g, t, users.get) {
+			if !e.isDisabled(en.key) && matches(en.conditions, g, t, users.get) {
 				return true // Run will account for every plugin
 			}
 		}
@@ -471,7 +471,7 @@ func (r *run) eligible(en *entry) bool {
 		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin disabled after an earlier failure")
 		return false
 	}
-	if !matches(en.conditions, r.hook, &r.rc.Global, r.target, r.users.get) {
+	if !matches(en.conditions, &r.rc.Global, r.target, r.users.get) {
 		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin conditions do not match")
 		r.e.observe(en.name, r.hook, InvokeSkipped, 0)
 		return false
