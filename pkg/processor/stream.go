@@ -29,14 +29,14 @@ import (
 type phase int
 
 const (
-	phaseRequestHeaders phase = iota // nothing received yet
-	phasePassThrough                 // bodies skipped; every message passes as is
-	phaseRequestBody                 // the request body was asked for and not yet seen
-	phaseRequestSeen                 // the request body was inspected
-	phaseResponseNone                // the response body is not inspected
-	phaseResponseJSON                // the response body is buffered JSON
-	phaseResponseSSE                 // the response body is streamed SSE, event by event
-	phaseResponseDropped             // the SSE stream failed closed: the rest is dropped
+	phaseRequestHeaders  phase = iota // nothing received yet
+	phasePassThrough                  // bodies skipped; every message passes as is
+	phaseRequestBody                  // the request body was asked for and not yet seen
+	phaseRequestSeen                  // the request body was inspected
+	phaseResponseNone                 // the response body is not inspected
+	phaseResponseJSON                 // the response body is buffered JSON
+	phaseResponseSSE                  // the response body is streamed SSE, event by event
+	phaseResponseDropped              // the SSE stream failed closed: the rest is dropped
 )
 
 // stream is the state of one ext_proc stream, i.e. one HTTP request. The
