@@ -84,22 +84,8 @@ type Plugins interface {
 // Observer receives one call per plugin invocation, e.g. for metrics. It
 // may be called from several goroutines at once and must not block.
 type Observer interface {
-	OnInvoke(plugin string, hook cpex.HookType, outcome string, d time.Duration)
+	OnInvoke(plugin string, hook cpex.HookType, v Verdict, d time.Duration)
 }
-
-// Invocation outcomes passed to [Observer.OnInvoke].
-const (
-	InvokeOK        = "ok"        // result without modification or violation
-	InvokeModified  = "modified"  // result with a modified payload that was used
-	InvokeViolation = "violation" // result with a violation (blocking or not, per mode)
-	InvokeStop      = "stop"      // continue_processing false without a violation
-	InvokeError     = "error"     // transport error or plugin-reported error
-	InvokeTimeout   = "timeout"   // per-plugin timeout or hook deadline
-	InvokeDown      = "down"      // plugin known to be down; not waited on
-	InvokeInvalid   = "invalid"   // invalid reply or modified payload
-	InvokeDropped   = "dropped"   // fire_and_forget not started (closing, or too many in flight)
-	InvokeSkipped   = "skipped"   // the plugin's conditions do not match this message
-)
 
 // DefaultMaxBackground bounds the fire_and_forget invocations in flight.
 const DefaultMaxBackground = 256
@@ -243,7 +229,7 @@ func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target
 	for _, ph := range hp.phases {
 		for _, en := range ph {
 			if !e.isDisabled(en.key) {
-				e.observe(en.name, hook, InvokeSkipped, 0)
+				e.observe(en.name, hook, Skipped, 0)
 			}
 		}
 	}
@@ -357,9 +343,9 @@ func (e *Executor) spawn(f func(ctx context.Context)) bool {
 	return true
 }
 
-func (e *Executor) observe(plugin string, hook cpex.HookType, outcome string, d time.Duration) {
+func (e *Executor) observe(plugin string, hook cpex.HookType, v Verdict, d time.Duration) {
 	if e.opts.Observer != nil {
-		e.opts.Observer.OnInvoke(plugin, hook, outcome, d)
+		e.opts.Observer.OnInvoke(plugin, hook, v, d)
 	}
 }
 
@@ -386,50 +372,18 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 	defer cancel()
 	rep, err := e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
 	r := reply{dur: time.Since(start)}
-	pe := &PluginError{Plugin: en.name, Hook: hook, own: ctx.Err() == nil}
-	switch {
-	case err != nil:
-		pe.Cause = err
-		pe.Down = e.opts.IsDown != nil && e.opts.IsDown(err)
-		pe.Timeout = errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded)
-		if pe.Timeout && !errors.Is(err, context.DeadlineExceeded) {
-			pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
-		}
-	case rep == nil:
-		pe.Cause = fmt.Errorf("%w: no reply", ErrInvalidReply)
-	case rep.Error != nil:
-		m := *rep.Error
-		pe.Model = &m
-		pe.Cause = fmt.Errorf("%w: %s", ErrPluginReported, describeModel(&m))
-	case rep.Result == nil:
-		pe.Cause = fmt.Errorf("%w: neither result nor error", ErrInvalidReply)
-	default:
+	pe := replyError(rep, err, err != nil && e.opts.IsDown != nil && e.opts.IsDown(err))
+	if pe == nil {
 		r.result, r.ctx = rep.Result, rep.Context
 		return r
 	}
+	pe.Plugin, pe.Hook, pe.own = en.name, hook, ctx.Err() == nil
+	if err != nil && !pe.Timeout && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		pe.Timeout = true
+		pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+	}
 	r.err = pe
 	return r
-}
-
-func describeModel(m *cpex.PluginErrorModel) string {
-	s := m.Message
-	if m.Code != "" {
-		s += " (code " + m.Code + ")"
-	}
-	return s
-}
-
-// failureOutcome names a failure for the observer.
-func failureOutcome(pe *PluginError) string {
-	switch {
-	case pe.Down:
-		return InvokeDown
-	case pe.Timeout:
-		return InvokeTimeout
-	case errors.Is(pe.Cause, ErrInvalidReply), errors.Is(pe.Cause, ErrInvalidPayload):
-		return InvokeInvalid
-	}
-	return InvokeError
 }
 
 // run is the state of one Run.
@@ -468,12 +422,12 @@ func (l *lazyUsers) get() []string {
 // eligible reports whether en runs in this run.
 func (r *run) eligible(en *entry) bool {
 	if r.e.isDisabled(en.key) {
-		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin disabled after an earlier failure")
+		r.log.Debug().Str("plugin", en.name).Stringer("outcome", Skipped).Msg("plugin disabled after an earlier failure")
 		return false
 	}
 	if !matches(en.conditions, &r.rc.Global, r.target, r.users.get) {
-		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin conditions do not match")
-		r.e.observe(en.name, r.hook, InvokeSkipped, 0)
+		r.log.Debug().Str("plugin", en.name).Stringer("outcome", Skipped).Msg("plugin conditions do not match")
+		r.e.observe(en.name, r.hook, Skipped, 0)
 		return false
 	}
 	return true
@@ -548,8 +502,8 @@ func (r *run) handle(en *entry, rep reply) {
 	res := rep.result
 	mayBlock := en.mode == config.ModeSequential || en.mode == config.ModeConcurrent
 	mayModify := en.mode == config.ModeSequential || en.mode == config.ModeTransform
-	logd := func(outcome, msg string) {
-		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).Dur("duration", rep.dur).Msg(msg)
+	logd := func(v Verdict, msg string) {
+		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", v).Dur("duration", rep.dur).Msg(msg)
 	}
 
 	if !res.Continue() && mayBlock {
@@ -557,21 +511,21 @@ func (r *run) handle(en *entry, rep reply) {
 			v := *res.Violation
 			v.PluginName = en.name
 			r.violation = &v
-			r.e.observe(en.name, r.hook, InvokeViolation, rep.dur)
+			r.e.observe(en.name, r.hook, Blocked, rep.dur)
 			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
 				Dur("duration", rep.dur).Msg("plugin blocked the message")
 			return
 		}
 		r.stoppedBy = en.name
-		r.e.observe(en.name, r.hook, InvokeStop, rep.dur)
+		r.e.observe(en.name, r.hook, Stopped, rep.dur)
 		r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", rep.dur).
 			Msg("plugin stopped the chain without a violation; the message goes on")
 		return
 	}
 
-	outcome := InvokeOK
+	outcome := Allowed
 	if res.Violation != nil {
-		outcome = InvokeViolation
+		outcome = ViolationNotEnforced
 		msg := "violation not enforced: continue_processing is true"
 		if !res.Continue() {
 			msg = "violation not enforced: mode " + string(en.mode) + " cannot block"
@@ -579,7 +533,7 @@ func (r *run) handle(en *entry, rep reply) {
 		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", res.Violation.Code).
 			Str("reason", res.Violation.Reason).Msg(msg)
 	} else if !res.Continue() {
-		outcome = InvokeStop
+		outcome = Stopped
 		logd(outcome, "continue_processing false ignored: mode cannot stop the chain")
 	}
 
@@ -591,8 +545,8 @@ func (r *run) handle(en *entry, rep reply) {
 			return
 		} else if !jsonEqual(r.cur, res.ModifiedPayload) {
 			r.cur, r.modified = res.ModifiedPayload, true
-			if outcome == InvokeOK {
-				outcome = InvokeModified
+			if outcome == Allowed {
+				outcome = Modified
 			}
 		}
 	}
@@ -602,9 +556,9 @@ func (r *run) handle(en *entry, rep reply) {
 
 // failed applies the plugin's on_error to a failure.
 func (r *run) failed(en *entry, pe *PluginError, d time.Duration) {
-	outcome := failureOutcome(pe)
+	outcome := pe.verdict()
 	r.e.observe(en.name, r.hook, outcome, d)
-	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).
+	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
 		Str("on_error", string(en.onError)).Dur("duration", d).Err(pe.Cause)
 	switch en.onError {
 	case config.OnErrorFail:
@@ -633,9 +587,9 @@ func (r *run) fireAndForget(entries []*entry) {
 		started := e.spawn(func(ctx context.Context) {
 			rep := e.invoke(ctx, en, hook, payload, pctx)
 			if pe := rep.err; pe != nil {
-				outcome := failureOutcome(pe)
+				outcome := pe.verdict()
 				e.observe(en.name, hook, outcome, rep.dur)
-				ev := log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).Err(pe.Cause)
+				ev := log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).Err(pe.Cause)
 				if en.onError == config.OnErrorDisable && pe.own && e.disable(en.key) {
 					ev.Msg("fire_and_forget plugin failed: disabled")
 					return
@@ -643,18 +597,18 @@ func (r *run) fireAndForget(entries []*entry) {
 				ev.Msg("fire_and_forget plugin failed (ignored)")
 				return
 			}
-			outcome := InvokeOK
+			outcome := Allowed
 			if v := rep.result.Violation; v != nil {
-				outcome = InvokeViolation
+				outcome = ViolationNotEnforced
 				log.Info().Str("plugin", en.name).Str("code", v.Code).Str("reason", v.Reason).
 					Msg("fire_and_forget plugin reported a violation (not enforced)")
 			}
 			e.observe(en.name, hook, outcome, rep.dur)
-			log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).
+			log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
 				Dur("duration", rep.dur).Msg("plugin decision")
 		})
 		if !started {
-			e.observe(en.name, hook, InvokeDropped, 0)
+			e.observe(en.name, hook, Dropped, 0)
 			log.Warn().Str("plugin", en.name).Msg("fire_and_forget plugin not started: executor closing or too much in flight")
 		}
 	}

@@ -170,9 +170,9 @@ type recorder struct {
 	got []string
 }
 
-func (r *recorder) OnInvoke(plugin string, hook cpex.HookType, outcome string, _ time.Duration) {
+func (r *recorder) OnInvoke(plugin string, hook cpex.HookType, v Verdict, _ time.Duration) {
 	r.mu.Lock()
-	r.got = append(r.got, plugin+":"+outcome)
+	r.got = append(r.got, plugin+":"+v.String())
 	r.mu.Unlock()
 }
 
@@ -235,7 +235,7 @@ func TestChain(t *testing.T) {
 			name:         "priority order, config order among equals, legacy modes",
 			plugins:      []config.Plugin{plug("c", seq, 20), plug("a", "enforce", 10), plug("b", seq, 20), plug("d", "", 5)},
 			wantCalls:    []string{"d", "a", "c", "b"},
-			wantOutcomes: []string{"d:ok", "a:ok", "c:ok", "b:ok"},
+			wantOutcomes: []string{"d:allow", "a:allow", "c:allow", "b:allow"},
 		},
 		{
 			name: "phases in order whatever the priority",
@@ -249,14 +249,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"a": modifyH(toolPreA), "b": modifyH(toolPreB)},
 			wantCalls:    []string{"a", "b"},
 			wantPayload:  toolPreB,
-			wantOutcomes: []string{"a:modified", "b:modified"},
+			wantOutcomes: []string{"a:modify", "b:modify"},
 		},
 		{
 			name:         "an unchanged modified_payload is not a modification",
 			plugins:      []config.Plugin{plug("a", seq, 1)},
 			handlers:     map[string]handler{"a": modifyH(`{ "args": {"url": "http://a"}, "name": "fetch" }`)},
 			wantCalls:    []string{"a"},
-			wantOutcomes: []string{"a:ok"},
+			wantOutcomes: []string{"a:allow"},
 		},
 		{
 			name: "sequential block stops everything but fire_and_forget",
@@ -266,7 +266,7 @@ func TestChain(t *testing.T) {
 			wantCalls:     []string{"a", "b", "ff"},
 			wantPayload:   toolPreA,
 			wantViolation: "b",
-			wantOutcomes:  []string{"a:modified", "b:violation", "ff:ok"},
+			wantOutcomes:  []string{"a:modify", "b:block", "ff:allow"},
 		},
 		{
 			name: "stop without violation: chain ends, message goes on, stopper's change dropped",
@@ -275,14 +275,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"a": modifyH(toolPreA), "b": stopH(toolPreB)},
 			wantCalls:    []string{"a", "b", "ff"},
 			wantPayload:  toolPreA,
-			wantOutcomes: []string{"a:modified", "b:stop", "ff:ok"},
+			wantOutcomes: []string{"a:modify", "b:stop", "ff:allow"},
 		},
 		{
 			name:         "violation with continue_processing true is not a block",
 			plugins:      []config.Plugin{plug("a", seq, 1), plug("b", seq, 2)},
 			handlers:     map[string]handler{"a": resultH(cpex.PluginResult{Violation: &cpex.PluginViolation{Code: "X"}})},
 			wantCalls:    []string{"a", "b"},
-			wantOutcomes: []string{"a:violation", "b:ok"},
+			wantOutcomes: []string{"a:violation_not_enforced", "b:allow"},
 		},
 		{
 			name:         "transform: violation suppressed, modification kept",
@@ -290,14 +290,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"t": resultH(cpex.PluginResult{ContinueProcessing: &no, ModifiedPayload: json.RawMessage(toolPreA), Violation: &cpex.PluginViolation{Code: "PII"}})},
 			wantCalls:    []string{"t", "u"},
 			wantPayload:  toolPreA,
-			wantOutcomes: []string{"t:violation", "u:ok"},
+			wantOutcomes: []string{"t:violation_not_enforced", "u:allow"},
 		},
 		{
 			name:         "audit: violation logged, modification discarded, stop ignored",
 			plugins:      []config.Plugin{plug("au", au, 1), plug("av", au, 2), plug("s", seq, 1)},
 			handlers:     map[string]handler{"au": blockH("AUDIT"), "av": stopH(toolPreB)},
 			wantCalls:    []string{"s", "au", "av"},
-			wantOutcomes: []string{"s:ok", "au:violation", "av:stop"},
+			wantOutcomes: []string{"s:allow", "au:violation_not_enforced", "av:stop"},
 		},
 		{
 			name:          "concurrent alone: block",
@@ -331,14 +331,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"a": errH(errors.New("boom")), "b": modifyH(toolPreB)},
 			wantCalls:    []string{"a", "b"},
 			wantPayload:  toolPreB,
-			wantOutcomes: []string{"a:error", "b:modified"},
+			wantOutcomes: []string{"a:error", "b:modify"},
 		},
 		{
 			name:         "legacy enforce_ignore_error ignores errors",
 			plugins:      []config.Plugin{plug("a", "enforce_ignore_error", 1), plug("b", seq, 2)},
 			handlers:     map[string]handler{"a": errH(errors.New("boom"))},
 			wantCalls:    []string{"a", "b"},
-			wantOutcomes: []string{"a:error", "b:ok"},
+			wantOutcomes: []string{"a:error", "b:allow"},
 		},
 		{
 			name:      "fail_on_plugin_error forces fail",
@@ -361,7 +361,7 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"ff": errH(errors.New("boom")), "a": modifyH(toolPreA)},
 			wantCalls:    []string{"a", "ff"},
 			wantPayload:  toolPreA,
-			wantOutcomes: []string{"a:modified", "ff:error"},
+			wantOutcomes: []string{"a:modify", "ff:error"},
 		},
 		{
 			name:    "plugin-reported error",
@@ -403,7 +403,7 @@ func TestChain(t *testing.T) {
 			plugins:      []config.Plugin{plug("a", au, 1)},
 			handlers:     map[string]handler{"a": modifyH(`[1]`)},
 			wantCalls:    []string{"a"},
-			wantOutcomes: []string{"a:ok"},
+			wantOutcomes: []string{"a:allow"},
 		},
 		{
 			name:      "a hook listed twice runs once",
@@ -979,7 +979,7 @@ func TestLogsNeverCarryPayloads(t *testing.T) {
 	}
 	// A block is logged at info by the processor (with the MCP session id);
 	// the executor's own line for it is debug, so a block is logged once.
-	for _, want := range []string{`"request_id":"req-log"`, `"plugin":"d"`, `"message":"plugin blocked the message"`, `"level":"warn"`, `"outcome":"modified"`, `"duration"`} {
+	for _, want := range []string{`"request_id":"req-log"`, `"plugin":"d"`, `"message":"plugin blocked the message"`, `"level":"warn"`, `"outcome":"modify"`, `"duration"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}

@@ -57,7 +57,7 @@ var (
 	// ErrInvalidReply means the plugin answered with something that is not
 	// a valid invoke_hook reply (neither result nor error, not JSON, or a
 	// tool error). It is a plugin error.
-	ErrInvalidReply = errors.New("invalid plugin reply")
+	ErrInvalidReply = cpex.ErrInvalidReply
 	// ErrTimeout means the call did not finish before its deadline (the
 	// caller's, or Options.PluginTimeout). Such errors also match
 	// context.DeadlineExceeded.

@@ -121,8 +121,8 @@ func (st *stream) logger() *zerolog.Logger {
 
 // anyHook reports whether any MCP hook has a plugin.
 func (st *stream) anyHook() bool {
-	for _, f := range hookfamily.Families() {
-		if st.snap.Hooks.Applies(f.Pre) || st.snap.Hooks.Applies(f.Post) {
+	for _, h := range cpex.MCPHooks { // the hooks of every family (hookfamily tests this)
+		if st.snap.Hooks.Applies(h) {
 			return true
 		}
 	}
