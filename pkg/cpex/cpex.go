@@ -1,7 +1,7 @@
 // Package cpex holds the wire types of the ContextForge (cpex) external plugin
 // protocol: the hook names, the payloads, the plugin context, and the replies a
 // plugin server sends to invoke_hook. JSON field names are exact; see
-// shared/docs/plugin-protocol.md.
+// docs/plugin-protocol.md.
 //
 // The package has no behaviour beyond (un)marshalling helpers, so the client,
 // the server, the executor and the processor can share it without importing

@@ -17,7 +17,7 @@ var (
 	// for the same failures they find themselves.
 	ErrInvalidReply = cpex.ErrInvalidReply
 	// ErrInvalidPayload: a modified_payload that does not have the shape of
-	// the hook's payload (plugin-protocol.md §2).
+	// the hook's payload (docs/plugin-protocol.md §2).
 	ErrInvalidPayload = errors.New("modified payload does not fit the hook")
 	// ErrHookDeadline: the whole-hook deadline passed before the plugin was
 	// called.

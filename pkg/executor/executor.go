@@ -1,5 +1,5 @@
 // Package executor runs one hook through the chain of external plugins with
-// the semantics of the cpex plugin manager (plugin-protocol.md §4.1–4.3):
+// the semantics of the cpex plugin manager (docs/plugin-protocol.md §4.1–4.3):
 // phases by mode, priority order, conditions, on_error policies, timeouts,
 // and the per-request plugin context. It knows nothing of HTTP, gRPC or MCP
 // transport: plugins are reached through the small [Plugins] interface that

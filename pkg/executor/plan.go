@@ -10,7 +10,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 )
 
-// The phases, in execution order (plugin-protocol.md §4.1).
+// The phases, in execution order (docs/plugin-protocol.md §4.1).
 const (
 	phaseSequential = iota
 	phaseTransform

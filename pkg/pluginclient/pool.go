@@ -1,5 +1,5 @@
 // Package pluginclient is the MCP client side of the ContextForge (cpex)
-// external plugin protocol (shared/docs/plugin-protocol.md): one long-lived
+// external plugin protocol (docs/plugin-protocol.md): one long-lived
 // Streamable HTTP session per plugin, shared by all callers, with
 // get_plugin_config, the config merge, invoke_hook, TLS, and transparent
 // session rebuild when a plugin server restarts.

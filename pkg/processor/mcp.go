@@ -189,7 +189,7 @@ func (st *stream) refuse(msgs *mcpmsg.Body, refusals []refusal) *extprocv3.Proce
 	st.obs.Immediate(first.reason)
 	if !msgs.Batch {
 		if first.id == nil {
-			// A notification cannot carry a JSON-RPC error (contract §6).
+			// A notification cannot carry a JSON-RPC error (docs/extproc-contract.md §6).
 			return jsonRPCReply(http.StatusForbidden, first.errorResponse(), first.denied, first.headers)
 		}
 		return jsonRPCReply(first.status, first.errorResponse(), first.denied, first.headers)
