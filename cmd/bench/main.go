@@ -1,6 +1,6 @@
 // Command bench measures mcp-extproc against a do-nothing ext_proc server
-// and against the plugins' own time, and prints the ratio table (issue 7;
-// see docs/benchmarks.md). It is what `make bench` runs:
+// and against the plugins' own time, and prints the ratio table (see
+// docs/benchmarks.md). It is what `make bench` runs:
 //
 //	go run ./cmd/bench [-only passthrough,one-plugin] [-markdown] [-quick]
 //	                   [-cpuprofile cpu.out] [-memprofile mem.out]

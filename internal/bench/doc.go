@@ -1,5 +1,5 @@
 // Package bench measures what mcp-extproc costs on top of Envoy's ext_proc
-// round trips and on top of the plugins' own time (issue 7). `make bench`
+// round trips and on top of the plugins' own time. `make bench`
 // (go run ./cmd/bench) runs every scenario and prints the ratio table;
 // docs/benchmarks.md records a run and how to read it.
 //

@@ -12,7 +12,7 @@ import (
 	"strings"
 )
 
-// The recorded responses of shared/fixtures/mcp (a real MCP server,
+// The recorded responses of pkg/sse/testdata/fixtures (a real MCP server,
 // @modelcontextprotocol/server-everything): tools/list (one ~7.7 KiB SSE
 // event, with content-length) and tools/call echo (one SSE event).
 //

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 )
 
@@ -52,7 +53,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	m.Immediate("blocked")
 	m.BodyInspected("request", 1)
 	m.ModeOverride("skip")
-	m.OnInvoke("p", "tool_pre_invoke", "ok", 1)
+	m.OnInvoke("p", "tool_pre_invoke", executor.Allowed, 1)
 	m.OnRebuild("p")
 	m.OnRetry("p", true)
 	m.OnHealthCheck("p", true)

@@ -1,7 +1,7 @@
 // Package envoytest is a strict fake of Envoy's External Processing HTTP filter
 // (envoy.filters.http.ext_proc, API v3), for tests. No Envoy binary can run on
 // the machines this project is tested on, so this package plays Envoy over real
-// gRPC and fails where Envoy would fail (shared/docs/extproc-contract.md §9).
+// gRPC and fails where Envoy would fail (docs/extproc-contract.md §9).
 //
 // [Filter.Do] simulates one HTTP exchange: it sends the ext_proc messages Envoy
 // would send for the configured processing mode, applies the replies exactly as

@@ -7,7 +7,7 @@ import (
 )
 
 // Flavour is how a plugin server answers a request carrying an Mcp-Session-Id
-// it does not know (docs/plugin-protocol.md, session loss).
+// it does not know (docs/plugin-protocol.md §5).
 type Flavour int
 
 // The flavours of plugin servers seen in the wild.
@@ -22,7 +22,7 @@ const (
 	NotFoundJSON32001
 	// BadRequest400 is the TypeScript SDK example apps (server-everything):
 	// 400, JSON-RPC error -32000 "Bad Request: No valid session ID provided"
-	// (as recorded from server-everything).
+	// (recorded: pkg/mcpmsg/testdata/responses/stale-session.1.json).
 	BadRequest400
 )
 

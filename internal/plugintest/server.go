@@ -1,7 +1,7 @@
 // Package plugintest runs real plugin servers on loopback for tests: a
 // listener that can be stopped, restarted on the same address with an empty
 // session store, made to hang, and made to answer unknown sessions the way
-// Python or TypeScript MCP servers do (docs/plugin-protocol.md, session loss). It
+// Python or TypeScript MCP servers do (docs/plugin-protocol.md §5). It
 // also offers [Scripted], a plugin whose behaviour a test sets per call.
 package plugintest
 

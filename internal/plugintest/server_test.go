@@ -140,7 +140,7 @@ func TestFlavourBodiesMatchTheRecordings(t *testing.T) {
 	status, ct, body := plugintest.BadRequest400.UnknownSessionAnswer()
 	if status != http.StatusBadRequest || ct != "application/json; charset=utf-8" ||
 		body != `{"jsonrpc":"2.0","error":{"code":-32000,"message":"Bad Request: No valid session ID provided"}}` {
-		t.Errorf("BadRequest400 answer %d %q %q differs from shared/fixtures/mcp/stale-session.http", status, ct, body)
+		t.Errorf("BadRequest400 answer %d %q %q differs from the recorded answer (pkg/mcpmsg/testdata/responses/README.md)", status, ct, body)
 	}
 	for _, f := range plugintest.Flavours()[1:] {
 		_, _, body := f.UnknownSessionAnswer()

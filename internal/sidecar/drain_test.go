@@ -16,7 +16,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
-// TestDrain cancels Run while a stream is open (issue 2): health turns
+// TestDrain cancels Run while a stream is open: health turns
 // NOT_SERVING (or the server is gone) at once, new streams are refused, the
 // open stream completes once its upstream answers, Run returns nil, and the
 // plugin session is closed with a DELETE.

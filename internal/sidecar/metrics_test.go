@@ -12,7 +12,7 @@ import (
 )
 
 // TestMetrics drives scripted traffic through the sidecar and checks that
-// every counter moved by exactly the traffic's amount (issue 6).
+// every counter moved by exactly the traffic's amount.
 func TestMetrics(t *testing.T) {
 	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
 	guard.SetFunc(byTool(map[string]pluginserver.HookFunc{

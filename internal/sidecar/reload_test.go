@@ -46,7 +46,7 @@ func blockedBy(t *testing.T, res *envoytest.Result, plugin string) {
 	}
 }
 
-// TestReloadConfigMap swaps a Kubernetes-style ConfigMap mount (issue 6):
+// TestReloadConfigMap swaps a Kubernetes-style ConfigMap mount:
 // a valid change applies without dropping an open stream and keeps the
 // sessions of unchanged plugins; an invalid one is rejected and the old
 // config stays in force.

@@ -31,7 +31,7 @@ const InvokeSpanName = "mcp_extproc.invoke_hook"
 const (
 	AttrPlugin   = "mcp_extproc.plugin"    // the plugin's name
 	AttrHookType = "mcp_extproc.hook_type" // the cpex hook type, e.g. tool_pre_invoke
-	AttrOutcome  = "mcp_extproc.outcome"   // ok, modified, violation, stop, error, timeout or down
+	AttrOutcome  = "mcp_extproc.outcome"   // an executor.Verdict: allow, modify, block, violation_not_enforced, stop, error, timeout, down or invalid
 )
 
 // tracing exports one span per plugin invocation over OTLP/gRPC. It exists
@@ -125,24 +125,10 @@ func (p *tracedPlugins) Invoke(ctx context.Context, plugin string, hook cpex.Hoo
 	return reply, err
 }
 
-// replyOutcome classifies a reply as the executor's outcomes do, before the
-// executor applies the plugin's mode.
+// replyOutcome classifies a reply in the executor's vocabulary, as the
+// plugin gave it: the span cannot know the plugin's mode, so a violation
+// with continue_processing false is "block" here even for a plugin whose
+// mode cannot block (the metric counts that one as violation_not_enforced).
 func replyOutcome(reply *cpex.InvokeHookReply, err error) string {
-	switch {
-	case errors.Is(err, pluginclient.ErrPluginDown):
-		return executor.InvokeDown
-	case errors.Is(err, context.DeadlineExceeded):
-		return executor.InvokeTimeout
-	case err != nil, reply == nil, reply.Error != nil:
-		return executor.InvokeError
-	case reply.Result == nil:
-		return executor.InvokeOK
-	case reply.Result.Violation != nil:
-		return executor.InvokeViolation
-	case !reply.Result.Continue():
-		return executor.InvokeStop
-	case reply.Result.Modified():
-		return executor.InvokeModified
-	}
-	return executor.InvokeOK
+	return executor.ReplyVerdict(reply, err, errors.Is(err, pluginclient.ErrPluginDown)).String()
 }

@@ -103,8 +103,8 @@ func TestOTLPInvokeSpans(t *testing.T) {
 		tool, traceID, spanID, outcome string
 		errorStatus                    bool
 	}{
-		{"safe", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "ok", false},
-		{"block", "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "violation", false},
+		{"safe", "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7", "allow", false},
+		{"block", "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", "block", false},
 		{"fail", "5b8aa5a2d2c872e8321cf37308d69df2", "051581bf3cb55c13", "error", true},
 	}
 	for i, tc := range cases {

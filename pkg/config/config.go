@@ -1,7 +1,7 @@
 // Package config is the configuration model of mcp-extproc: the cpex /
 // ContextForge plugin YAML that users already write (plugins, plugin_settings),
 // plus the sidecar's own settings under the extra top-level key "extproc".
-// See shared/docs/plugin-protocol.md §4.
+// See docs/plugin-protocol.md §4.
 //
 // [Load] and [Parse] read a file the way the Python loader does (environment
 // references expanded, legacy modes normalised), apply defaults and validate

@@ -1,7 +1,7 @@
 // Package cpex holds the wire types of the ContextForge (cpex) external plugin
 // protocol: the hook names, the payloads, the plugin context, and the replies a
 // plugin server sends to invoke_hook. JSON field names are exact; see
-// shared/docs/plugin-protocol.md.
+// docs/plugin-protocol.md.
 //
 // The package has no behaviour beyond (un)marshalling helpers, so the client,
 // the server, the executor and the processor can share it without importing
@@ -10,7 +10,15 @@ package cpex
 
 import (
 	"encoding/json"
+	"errors"
 )
+
+// ErrInvalidReply is the cause of every failure where a plugin answered
+// invoke_hook with something that is not a cpex reply: not JSON, neither
+// result nor error, or an MCP tool error instead of a reply. Plugin clients
+// wrap it and the executor classifies with errors.Is, so an invalid reply is
+// counted as "invalid", never as a transport "error".
+var ErrInvalidReply = errors.New("invalid plugin reply")
 
 // Tool names a plugin server exposes.
 const (

@@ -6,6 +6,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 )
 
 // TestAppliesTo: conditions decide before any payload is built; when no
@@ -26,10 +27,10 @@ func TestAppliesTo(t *testing.T) {
 		want   bool
 		skips  []string
 	}{
-		{name: "tool matches", hook: cpex.ToolPreInvoke, target: Target{Tool: "alpha"}, want: true},
-		{name: "tenant matches", hook: cpex.ToolPreInvoke, g: cpex.GlobalContext{TenantID: "acme"}, target: Target{Tool: "beta"}, want: true},
-		{name: "nothing matches", hook: cpex.ToolPreInvoke, target: Target{Tool: "beta"}, want: false, skips: []string{"a:skipped", "t:skipped"}},
-		{name: "hook without plugins", hook: cpex.PromptPreFetch, target: Target{Prompt: "p"}, want: false},
+		{name: "tool matches", hook: cpex.ToolPreInvoke, target: hookfamily.TargetOf(cpex.ToolPreInvoke, "alpha"), want: true},
+		{name: "tenant matches", hook: cpex.ToolPreInvoke, g: cpex.GlobalContext{TenantID: "acme"}, target: hookfamily.TargetOf(cpex.ToolPreInvoke, "beta"), want: true},
+		{name: "nothing matches", hook: cpex.ToolPreInvoke, target: hookfamily.TargetOf(cpex.ToolPreInvoke, "beta"), want: false, skips: []string{"a:skipped", "t:skipped"}},
+		{name: "hook without plugins", hook: cpex.PromptPreFetch, target: hookfamily.TargetOf(cpex.PromptPreFetch, "p"), want: false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

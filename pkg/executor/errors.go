@@ -12,10 +12,12 @@ var (
 	// ErrPluginReported: the plugin answered invoke_hook with an "error"
 	// (a cpex PluginErrorModel, kept in PluginError.Model).
 	ErrPluginReported = errors.New("plugin reported an error")
-	// ErrInvalidReply: the reply carries neither "result" nor "error".
-	ErrInvalidReply = errors.New("invalid invoke_hook reply")
+	// ErrInvalidReply: the reply is not a cpex reply (e.g. neither "result"
+	// nor "error"). It is cpex.ErrInvalidReply, which plugin clients wrap
+	// for the same failures they find themselves.
+	ErrInvalidReply = cpex.ErrInvalidReply
 	// ErrInvalidPayload: a modified_payload that does not have the shape of
-	// the hook's payload (plugin-protocol.md §2).
+	// the hook's payload (docs/plugin-protocol.md §2).
 	ErrInvalidPayload = errors.New("modified payload does not fit the hook")
 	// ErrHookDeadline: the whole-hook deadline passed before the plugin was
 	// called.

@@ -1,5 +1,5 @@
 // Package executor runs one hook through the chain of external plugins with
-// the semantics of the cpex plugin manager (plugin-protocol.md §4.1–4.3):
+// the semantics of the cpex plugin manager (docs/plugin-protocol.md §4.1–4.3):
 // phases by mode, priority order, conditions, on_error policies, timeouts,
 // and the per-request plugin context. It knows nothing of HTTP, gRPC or MCP
 // transport: plugins are reached through the small [Plugins] interface that
@@ -53,11 +53,11 @@
 package executor
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -84,22 +84,8 @@ type Plugins interface {
 // Observer receives one call per plugin invocation, e.g. for metrics. It
 // may be called from several goroutines at once and must not block.
 type Observer interface {
-	OnInvoke(plugin string, hook cpex.HookType, outcome string, d time.Duration)
+	OnInvoke(plugin string, hook cpex.HookType, v Verdict, d time.Duration)
 }
-
-// Invocation outcomes passed to [Observer.OnInvoke].
-const (
-	InvokeOK        = "ok"        // result without modification or violation
-	InvokeModified  = "modified"  // result with a modified payload that was used
-	InvokeViolation = "violation" // result with a violation (blocking or not, per mode)
-	InvokeStop      = "stop"      // continue_processing false without a violation
-	InvokeError     = "error"     // transport error or plugin-reported error
-	InvokeTimeout   = "timeout"   // per-plugin timeout or hook deadline
-	InvokeDown      = "down"      // plugin known to be down; not waited on
-	InvokeInvalid   = "invalid"   // invalid reply or modified payload
-	InvokeDropped   = "dropped"   // fire_and_forget not started (closing, or too many in flight)
-	InvokeSkipped   = "skipped"   // the plugin's conditions do not match this message
-)
 
 // DefaultMaxBackground bounds the fire_and_forget invocations in flight.
 const DefaultMaxBackground = 256
@@ -207,16 +193,8 @@ func (e *Executor) snapshot() *snapshot {
 // run time) has hook, whatever its conditions. The plan is cached per
 // generation, so this is cheap enough to call per request.
 func (e *Executor) Applies(hook cpex.HookType) bool {
-	hp := e.snapshot().hooks[hook]
-	if hp == nil {
-		return false
-	}
-	for _, ph := range hp.phases {
-		for _, en := range ph {
-			if !e.isDisabled(en.key) {
-				return true
-			}
-		}
+	for range e.enabled(hook) {
+		return true
 	}
 	return false
 }
@@ -226,28 +204,36 @@ func (e *Executor) Applies(hook cpex.HookType) bool {
 // processor asks before building a payload, so traffic no plugin's
 // conditions select costs no payload work and no response inspection.
 func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target) bool {
-	hp := e.snapshot().hooks[hook]
-	if hp == nil {
-		return false
-	}
 	users := lazyUsers{user: g.User}
-	for _, ph := range hp.phases {
-		for _, en := range ph {
-			if !e.isDisabled(en.key) && matches(en.conditions, hook, g, t, users.get) {
-				return true // Run will account for every plugin
-			}
+	for en := range e.enabled(hook) {
+		if matches(en.conditions, g, t, users.get) {
+			return true // Run will account for every plugin
 		}
 	}
 	// No plugin runs: each one that has the hook was skipped by its
 	// conditions (or is disabled).
-	for _, ph := range hp.phases {
-		for _, en := range ph {
-			if !e.isDisabled(en.key) {
-				e.observe(en.name, hook, InvokeSkipped, 0)
+	for en := range e.enabled(hook) {
+		e.observe(en.name, hook, Skipped, 0)
+	}
+	return false
+}
+
+// enabled yields the plugins planned on hook that are not disabled at run
+// time, phase by phase.
+func (e *Executor) enabled(hook cpex.HookType) iter.Seq[*entry] {
+	return func(yield func(*entry) bool) {
+		hp := e.snapshot().hooks[hook]
+		if hp == nil {
+			return
+		}
+		for _, ph := range hp.phases {
+			for _, en := range ph {
+				if !e.isDisabled(en.key) && !yield(en) {
+					return
+				}
 			}
 		}
 	}
-	return false
 }
 
 func (e *Executor) isDisabled(key string) bool {
@@ -357,9 +343,9 @@ func (e *Executor) spawn(f func(ctx context.Context)) bool {
 	return true
 }
 
-func (e *Executor) observe(plugin string, hook cpex.HookType, outcome string, d time.Duration) {
+func (e *Executor) observe(plugin string, hook cpex.HookType, v Verdict, d time.Duration) {
 	if e.opts.Observer != nil {
-		e.opts.Observer.OnInvoke(plugin, hook, outcome, d)
+		e.opts.Observer.OnInvoke(plugin, hook, v, d)
 	}
 }
 
@@ -386,276 +372,16 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 	defer cancel()
 	rep, err := e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
 	r := reply{dur: time.Since(start)}
-	pe := &PluginError{Plugin: en.name, Hook: hook, own: ctx.Err() == nil}
-	switch {
-	case err != nil:
-		pe.Cause = err
-		pe.Down = e.opts.IsDown != nil && e.opts.IsDown(err)
-		pe.Timeout = errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded)
-		if pe.Timeout && !errors.Is(err, context.DeadlineExceeded) {
-			pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
-		}
-	case rep == nil:
-		pe.Cause = fmt.Errorf("%w: no reply", ErrInvalidReply)
-	case rep.Error != nil:
-		m := *rep.Error
-		pe.Model = &m
-		pe.Cause = fmt.Errorf("%w: %s", ErrPluginReported, describeModel(&m))
-	case rep.Result == nil:
-		pe.Cause = fmt.Errorf("%w: neither result nor error", ErrInvalidReply)
-	default:
+	pe := replyError(rep, err, err != nil && e.opts.IsDown != nil && e.opts.IsDown(err))
+	if pe == nil {
 		r.result, r.ctx = rep.Result, rep.Context
 		return r
 	}
+	pe.Plugin, pe.Hook, pe.own = en.name, hook, ctx.Err() == nil
+	if err != nil && !pe.Timeout && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		pe.Timeout = true
+		pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+	}
 	r.err = pe
 	return r
-}
-
-func describeModel(m *cpex.PluginErrorModel) string {
-	s := m.Message
-	if m.Code != "" {
-		s += " (code " + m.Code + ")"
-	}
-	return s
-}
-
-// failureOutcome names a failure for the observer.
-func failureOutcome(pe *PluginError) string {
-	switch {
-	case pe.Down:
-		return InvokeDown
-	case pe.Timeout:
-		return InvokeTimeout
-	case errors.Is(pe.Cause, ErrInvalidReply), errors.Is(pe.Cause, ErrInvalidPayload):
-		return InvokeInvalid
-	}
-	return InvokeError
-}
-
-// run is the state of one Run.
-type run struct {
-	e      *Executor
-	hook   cpex.HookType
-	rc     *RequestContext
-	target Target
-	log    zerolog.Logger
-
-	cur       json.RawMessage // the payload as the chain has made it
-	modified  bool
-	violation *cpex.PluginViolation
-	err       *PluginError
-	stoppedBy string
-	users     lazyUsers
-}
-
-func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
-
-// lazyUsers computes the user strings conditions match against once, and
-// only when a condition needs them.
-type lazyUsers struct {
-	user  json.RawMessage
-	users []string
-	done  bool
-}
-
-func (l *lazyUsers) get() []string {
-	if !l.done {
-		l.users, l.done = userStrings(l.user), true
-	}
-	return l.users
-}
-
-// eligible reports whether en runs in this run.
-func (r *run) eligible(en *entry) bool {
-	if r.e.isDisabled(en.key) {
-		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin disabled after an earlier failure")
-		return false
-	}
-	if !matches(en.conditions, r.hook, &r.rc.Global, r.target, r.users.get) {
-		r.log.Debug().Str("plugin", en.name).Str("outcome", "skipped").Msg("plugin conditions do not match")
-		r.e.observe(en.name, r.hook, InvokeSkipped, 0)
-		return false
-	}
-	return true
-}
-
-// runSerial runs the sequential, transform and audit phases.
-func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
-	for _, ph := range []int{phaseSequential, phaseTransform, phaseAudit} {
-		for _, en := range hp.phases[ph] {
-			if !r.eligible(en) {
-				continue
-			}
-			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name))
-			r.handle(en, rep)
-			if r.halted() {
-				return
-			}
-		}
-	}
-}
-
-// runConcurrent runs the concurrent phase: all eligible plugins at once on
-// the current payload; the first block, stop or failing policy wins and
-// cancels the others. Every goroutine has ended when it returns.
-func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
-	var list []*entry
-	for _, en := range entries {
-		if r.eligible(en) {
-			list = append(list, en)
-		}
-	}
-	switch len(list) {
-	case 0:
-		return
-	case 1: // nothing to run in parallel with
-		en := list[0]
-		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name)))
-		return
-	}
-	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type done struct {
-		en  *entry
-		rep reply
-	}
-	results := make(chan done, len(list))
-	for _, en := range list {
-		pctx := r.rc.PluginContext(en.name)
-		go func(payload json.RawMessage) {
-			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx)}
-		}(r.cur)
-	}
-	for range list {
-		d := <-results
-		if r.halted() {
-			continue // decided: the rest were cancelled and do not count
-		}
-		r.handle(d.en, d.rep)
-		if r.halted() {
-			cancel()
-		}
-	}
-}
-
-// handle applies one reply under the plugin's mode and on_error.
-func (r *run) handle(en *entry, rep reply) {
-	if rep.err != nil {
-		r.failed(en, rep.err, rep.dur)
-		return
-	}
-	r.rc.carry(en.name, en.mode, rep.ctx)
-	res := rep.result
-	mayBlock := en.mode == config.ModeSequential || en.mode == config.ModeConcurrent
-	mayModify := en.mode == config.ModeSequential || en.mode == config.ModeTransform
-	logd := func(outcome, msg string) {
-		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).Dur("duration", rep.dur).Msg(msg)
-	}
-
-	if !res.Continue() && mayBlock {
-		if res.Violation != nil {
-			v := *res.Violation
-			v.PluginName = en.name
-			r.violation = &v
-			r.e.observe(en.name, r.hook, InvokeViolation, rep.dur)
-			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
-				Dur("duration", rep.dur).Msg("plugin blocked the message")
-			return
-		}
-		r.stoppedBy = en.name
-		r.e.observe(en.name, r.hook, InvokeStop, rep.dur)
-		r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", rep.dur).
-			Msg("plugin stopped the chain without a violation; the message goes on")
-		return
-	}
-
-	outcome := InvokeOK
-	if res.Violation != nil {
-		outcome = InvokeViolation
-		msg := "violation not enforced: continue_processing is true"
-		if !res.Continue() {
-			msg = "violation not enforced: mode " + string(en.mode) + " cannot block"
-		}
-		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", res.Violation.Code).
-			Str("reason", res.Violation.Reason).Msg(msg)
-	} else if !res.Continue() {
-		outcome = InvokeStop
-		logd(outcome, "continue_processing false ignored: mode cannot stop the chain")
-	}
-
-	if res.Modified() {
-		if !mayModify {
-			logd(outcome, "modified payload discarded: mode cannot modify")
-		} else if err := checkPayload(r.hook, res.ModifiedPayload); err != nil {
-			r.failed(en, &PluginError{Plugin: en.name, Hook: r.hook, Cause: err, own: true}, rep.dur)
-			return
-		} else if !jsonEqual(r.cur, res.ModifiedPayload) {
-			r.cur, r.modified = res.ModifiedPayload, true
-			if outcome == InvokeOK {
-				outcome = InvokeModified
-			}
-		}
-	}
-	r.e.observe(en.name, r.hook, outcome, rep.dur)
-	logd(outcome, "plugin decision")
-}
-
-// failed applies the plugin's on_error to a failure.
-func (r *run) failed(en *entry, pe *PluginError, d time.Duration) {
-	outcome := failureOutcome(pe)
-	r.e.observe(en.name, r.hook, outcome, d)
-	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).
-		Str("on_error", string(en.onError)).Dur("duration", d).Err(pe.Cause)
-	switch en.onError {
-	case config.OnErrorFail:
-		r.err = pe
-		ev.Msg("plugin failed: refusing the message (on_error fail)")
-	case config.OnErrorDisable:
-		if pe.own && r.e.disable(en.key) {
-			ev.Msg("plugin failed: disabled, going on (on_error disable)")
-			return
-		}
-		ev.Msg("plugin failed: going on (on_error disable)")
-	default:
-		ev.Msg("plugin failed: going on (on_error ignore)")
-	}
-}
-
-// fireAndForget starts the fire_and_forget plugins on snapshots of the
-// final payload and context.
-func (r *run) fireAndForget(entries []*entry) {
-	for _, en := range entries {
-		if !r.eligible(en) {
-			continue
-		}
-		e, hook, log := r.e, r.hook, r.log
-		payload, pctx := bytes.Clone(r.cur), r.rc.PluginContext(en.name)
-		started := e.spawn(func(ctx context.Context) {
-			rep := e.invoke(ctx, en, hook, payload, pctx)
-			if pe := rep.err; pe != nil {
-				outcome := failureOutcome(pe)
-				e.observe(en.name, hook, outcome, rep.dur)
-				ev := log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).Err(pe.Cause)
-				if en.onError == config.OnErrorDisable && pe.own && e.disable(en.key) {
-					ev.Msg("fire_and_forget plugin failed: disabled")
-					return
-				}
-				ev.Msg("fire_and_forget plugin failed (ignored)")
-				return
-			}
-			outcome := InvokeOK
-			if v := rep.result.Violation; v != nil {
-				outcome = InvokeViolation
-				log.Info().Str("plugin", en.name).Str("code", v.Code).Str("reason", v.Reason).
-					Msg("fire_and_forget plugin reported a violation (not enforced)")
-			}
-			e.observe(en.name, hook, outcome, rep.dur)
-			log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("outcome", outcome).
-				Dur("duration", rep.dur).Msg("plugin decision")
-		})
-		if !started {
-			e.observe(en.name, hook, InvokeDropped, 0)
-			log.Warn().Str("plugin", en.name).Msg("fire_and_forget plugin not started: executor closing or too much in flight")
-		}
-	}
 }

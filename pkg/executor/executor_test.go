@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -169,9 +170,9 @@ type recorder struct {
 	got []string
 }
 
-func (r *recorder) OnInvoke(plugin string, hook cpex.HookType, outcome string, _ time.Duration) {
+func (r *recorder) OnInvoke(plugin string, hook cpex.HookType, v Verdict, _ time.Duration) {
 	r.mu.Lock()
-	r.got = append(r.got, plugin+":"+outcome)
+	r.got = append(r.got, plugin+":"+v.String())
 	r.mu.Unlock()
 }
 
@@ -234,7 +235,7 @@ func TestChain(t *testing.T) {
 			name:         "priority order, config order among equals, legacy modes",
 			plugins:      []config.Plugin{plug("c", seq, 20), plug("a", "enforce", 10), plug("b", seq, 20), plug("d", "", 5)},
 			wantCalls:    []string{"d", "a", "c", "b"},
-			wantOutcomes: []string{"d:ok", "a:ok", "c:ok", "b:ok"},
+			wantOutcomes: []string{"d:allow", "a:allow", "c:allow", "b:allow"},
 		},
 		{
 			name: "phases in order whatever the priority",
@@ -248,14 +249,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"a": modifyH(toolPreA), "b": modifyH(toolPreB)},
 			wantCalls:    []string{"a", "b"},
 			wantPayload:  toolPreB,
-			wantOutcomes: []string{"a:modified", "b:modified"},
+			wantOutcomes: []string{"a:modify", "b:modify"},
 		},
 		{
 			name:         "an unchanged modified_payload is not a modification",
 			plugins:      []config.Plugin{plug("a", seq, 1)},
 			handlers:     map[string]handler{"a": modifyH(`{ "args": {"url": "http://a"}, "name": "fetch" }`)},
 			wantCalls:    []string{"a"},
-			wantOutcomes: []string{"a:ok"},
+			wantOutcomes: []string{"a:allow"},
 		},
 		{
 			name: "sequential block stops everything but fire_and_forget",
@@ -265,7 +266,7 @@ func TestChain(t *testing.T) {
 			wantCalls:     []string{"a", "b", "ff"},
 			wantPayload:   toolPreA,
 			wantViolation: "b",
-			wantOutcomes:  []string{"a:modified", "b:violation", "ff:ok"},
+			wantOutcomes:  []string{"a:modify", "b:block", "ff:allow"},
 		},
 		{
 			name: "stop without violation: chain ends, message goes on, stopper's change dropped",
@@ -274,14 +275,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"a": modifyH(toolPreA), "b": stopH(toolPreB)},
 			wantCalls:    []string{"a", "b", "ff"},
 			wantPayload:  toolPreA,
-			wantOutcomes: []string{"a:modified", "b:stop", "ff:ok"},
+			wantOutcomes: []string{"a:modify", "b:stop", "ff:allow"},
 		},
 		{
 			name:         "violation with continue_processing true is not a block",
 			plugins:      []config.Plugin{plug("a", seq, 1), plug("b", seq, 2)},
 			handlers:     map[string]handler{"a": resultH(cpex.PluginResult{Violation: &cpex.PluginViolation{Code: "X"}})},
 			wantCalls:    []string{"a", "b"},
-			wantOutcomes: []string{"a:violation", "b:ok"},
+			wantOutcomes: []string{"a:violation_not_enforced", "b:allow"},
 		},
 		{
 			name:         "transform: violation suppressed, modification kept",
@@ -289,14 +290,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"t": resultH(cpex.PluginResult{ContinueProcessing: &no, ModifiedPayload: json.RawMessage(toolPreA), Violation: &cpex.PluginViolation{Code: "PII"}})},
 			wantCalls:    []string{"t", "u"},
 			wantPayload:  toolPreA,
-			wantOutcomes: []string{"t:violation", "u:ok"},
+			wantOutcomes: []string{"t:violation_not_enforced", "u:allow"},
 		},
 		{
 			name:         "audit: violation logged, modification discarded, stop ignored",
 			plugins:      []config.Plugin{plug("au", au, 1), plug("av", au, 2), plug("s", seq, 1)},
 			handlers:     map[string]handler{"au": blockH("AUDIT"), "av": stopH(toolPreB)},
 			wantCalls:    []string{"s", "au", "av"},
-			wantOutcomes: []string{"s:ok", "au:violation", "av:stop"},
+			wantOutcomes: []string{"s:allow", "au:violation_not_enforced", "av:stop"},
 		},
 		{
 			name:          "concurrent alone: block",
@@ -330,14 +331,14 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"a": errH(errors.New("boom")), "b": modifyH(toolPreB)},
 			wantCalls:    []string{"a", "b"},
 			wantPayload:  toolPreB,
-			wantOutcomes: []string{"a:error", "b:modified"},
+			wantOutcomes: []string{"a:error", "b:modify"},
 		},
 		{
 			name:         "legacy enforce_ignore_error ignores errors",
 			plugins:      []config.Plugin{plug("a", "enforce_ignore_error", 1), plug("b", seq, 2)},
 			handlers:     map[string]handler{"a": errH(errors.New("boom"))},
 			wantCalls:    []string{"a", "b"},
-			wantOutcomes: []string{"a:error", "b:ok"},
+			wantOutcomes: []string{"a:error", "b:allow"},
 		},
 		{
 			name:      "fail_on_plugin_error forces fail",
@@ -360,7 +361,7 @@ func TestChain(t *testing.T) {
 			handlers:     map[string]handler{"ff": errH(errors.New("boom")), "a": modifyH(toolPreA)},
 			wantCalls:    []string{"a", "ff"},
 			wantPayload:  toolPreA,
-			wantOutcomes: []string{"a:modified", "ff:error"},
+			wantOutcomes: []string{"a:modify", "ff:error"},
 		},
 		{
 			name:    "plugin-reported error",
@@ -402,7 +403,7 @@ func TestChain(t *testing.T) {
 			plugins:      []config.Plugin{plug("a", au, 1)},
 			handlers:     map[string]handler{"a": modifyH(`[1]`)},
 			wantCalls:    []string{"a"},
-			wantOutcomes: []string{"a:ok"},
+			wantOutcomes: []string{"a:allow"},
 		},
 		{
 			name:      "a hook listed twice runs once",
@@ -427,7 +428,7 @@ func TestChain(t *testing.T) {
 				t.Fatal("Applies(tool_pre_invoke) = false")
 			}
 			rc := NewRequestContext(cpex.GlobalContext{RequestID: "req-1"})
-			out := e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), rc, Target{Tool: "fetch"})
+			out := e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), rc, hookfamily.TargetOf(cpex.ToolPreInvoke, "fetch"))
 			closeNow(t, e)
 
 			if diff := cmp.Diff(tt.wantCalls, f.called()); diff != "" {
@@ -733,47 +734,47 @@ func TestConcurrentIgnoredFailureAndStop(t *testing.T) {
 func TestConditions(t *testing.T) {
 	g := cpex.GlobalContext{RequestID: "r", ServerID: "srv1", TenantID: "acme", User: json.RawMessage(`"alice@example.com"`)}
 	tests := []struct {
-		name  string
-		conds []config.Condition
-		hook  cpex.HookType
-		g     *cpex.GlobalContext
-		t     Target
-		want  bool
+		name   string
+		conds  []config.Condition
+		hook   cpex.HookType
+		g      *cpex.GlobalContext
+		target string
+		want   bool
 	}{
-		{"none", nil, cpex.ToolPreInvoke, &g, Target{Tool: "x"}, true},
-		{"empty lists are unset", []config.Condition{{ServerIDs: []string{}, TenantIDs: []string{}}}, cpex.ToolPreInvoke, &g, Target{}, true},
-		{"server listed", []config.Condition{{ServerIDs: []string{"srv0", "srv1"}}}, cpex.ToolPreInvoke, &g, Target{}, true},
-		{"server not listed", []config.Condition{{ServerIDs: []string{"srv0"}}}, cpex.ToolPreInvoke, &g, Target{}, false},
-		{"server unknown", []config.Condition{{ServerIDs: []string{"srv1"}}}, cpex.ToolPreInvoke, &cpex.GlobalContext{}, Target{}, false},
-		{"tenant", []config.Condition{{TenantIDs: []string{"acme"}}}, cpex.ToolPreInvoke, &g, Target{}, true},
-		{"tenant mismatch", []config.Condition{{TenantIDs: []string{"other"}}}, cpex.ToolPreInvoke, &g, Target{}, false},
-		{"tool listed", []config.Condition{{Tools: []string{"fetch"}}}, cpex.ToolPostInvoke, &g, Target{Tool: "fetch"}, true},
-		{"tool not listed", []config.Condition{{Tools: []string{"fetch"}}}, cpex.ToolPreInvoke, &g, Target{Tool: "shell"}, false},
-		{"tools ignored for prompt hooks (cpex)", []config.Condition{{Tools: []string{"fetch"}}}, cpex.PromptPreFetch, &g, Target{Prompt: "p"}, true},
-		{"prompt", []config.Condition{{Prompts: []string{"greet"}}}, cpex.PromptPostFetch, &g, Target{Prompt: "greet"}, true},
-		{"prompt mismatch", []config.Condition{{Prompts: []string{"greet"}}}, cpex.PromptPreFetch, &g, Target{Prompt: "other"}, false},
-		{"resource", []config.Condition{{Resources: []string{"file:///a"}}}, cpex.ResourcePreFetch, &g, Target{Resource: "file:///a"}, true},
-		{"resource mismatch", []config.Condition{{Resources: []string{"file:///a"}}}, cpex.ResourcePostFetch, &g, Target{Resource: "file:///b"}, false},
-		{"empty target value matches (cpex)", []config.Condition{{Tools: []string{"fetch"}}}, cpex.ToolPreInvoke, &g, Target{}, true},
-		{"user substring", []config.Condition{{UserPatterns: []string{"@example.com"}}}, cpex.ToolPreInvoke, &g, Target{}, true},
-		{"user mismatch", []config.Condition{{UserPatterns: []string{"admin"}}}, cpex.ToolPreInvoke, &g, Target{}, false},
-		{"no user matches (cpex)", []config.Condition{{UserPatterns: []string{"admin"}}}, cpex.ToolPreInvoke, &cpex.GlobalContext{}, Target{}, true},
+		{"none", nil, cpex.ToolPreInvoke, &g, "x", true},
+		{"empty lists are unset", []config.Condition{{ServerIDs: []string{}, TenantIDs: []string{}}}, cpex.ToolPreInvoke, &g, "", true},
+		{"server listed", []config.Condition{{ServerIDs: []string{"srv0", "srv1"}}}, cpex.ToolPreInvoke, &g, "", true},
+		{"server not listed", []config.Condition{{ServerIDs: []string{"srv0"}}}, cpex.ToolPreInvoke, &g, "", false},
+		{"server unknown", []config.Condition{{ServerIDs: []string{"srv1"}}}, cpex.ToolPreInvoke, &cpex.GlobalContext{}, "", false},
+		{"tenant", []config.Condition{{TenantIDs: []string{"acme"}}}, cpex.ToolPreInvoke, &g, "", true},
+		{"tenant mismatch", []config.Condition{{TenantIDs: []string{"other"}}}, cpex.ToolPreInvoke, &g, "", false},
+		{"tool listed", []config.Condition{{Tools: []string{"fetch"}}}, cpex.ToolPostInvoke, &g, "fetch", true},
+		{"tool not listed", []config.Condition{{Tools: []string{"fetch"}}}, cpex.ToolPreInvoke, &g, "shell", false},
+		{"tools ignored for prompt hooks (cpex)", []config.Condition{{Tools: []string{"fetch"}}}, cpex.PromptPreFetch, &g, "p", true},
+		{"prompt", []config.Condition{{Prompts: []string{"greet"}}}, cpex.PromptPostFetch, &g, "greet", true},
+		{"prompt mismatch", []config.Condition{{Prompts: []string{"greet"}}}, cpex.PromptPreFetch, &g, "other", false},
+		{"resource", []config.Condition{{Resources: []string{"file:///a"}}}, cpex.ResourcePreFetch, &g, "file:///a", true},
+		{"resource mismatch", []config.Condition{{Resources: []string{"file:///a"}}}, cpex.ResourcePostFetch, &g, "file:///b", false},
+		{"empty target value matches (cpex)", []config.Condition{{Tools: []string{"fetch"}}}, cpex.ToolPreInvoke, &g, "", true},
+		{"user substring", []config.Condition{{UserPatterns: []string{"@example.com"}}}, cpex.ToolPreInvoke, &g, "", true},
+		{"user mismatch", []config.Condition{{UserPatterns: []string{"admin"}}}, cpex.ToolPreInvoke, &g, "", false},
+		{"no user matches (cpex)", []config.Condition{{UserPatterns: []string{"admin"}}}, cpex.ToolPreInvoke, &cpex.GlobalContext{}, "", true},
 		{"user object email", []config.Condition{{UserPatterns: []string{"bob@"}}}, cpex.ToolPreInvoke,
-			&cpex.GlobalContext{User: json.RawMessage(`{"email":"bob@corp","id":"u1","is_admin":true}`)}, Target{}, true},
+			&cpex.GlobalContext{User: json.RawMessage(`{"email":"bob@corp","id":"u1","is_admin":true}`)}, "", true},
 		{"user object id", []config.Condition{{UserPatterns: []string{"u1"}}}, cpex.ToolPreInvoke,
-			&cpex.GlobalContext{User: json.RawMessage(`{"email":"bob@corp","id":"u1"}`)}, Target{}, true},
+			&cpex.GlobalContext{User: json.RawMessage(`{"email":"bob@corp","id":"u1"}`)}, "", true},
 		{"user object keys do not match", []config.Condition{{UserPatterns: []string{"is_admin"}}}, cpex.ToolPreInvoke,
-			&cpex.GlobalContext{User: json.RawMessage(`{"email":"bob@corp","is_admin":true}`)}, Target{}, false},
+			&cpex.GlobalContext{User: json.RawMessage(`{"email":"bob@corp","is_admin":true}`)}, "", false},
 		{"numeric id", []config.Condition{{UserPatterns: []string{"42"}}}, cpex.ToolPreInvoke,
-			&cpex.GlobalContext{User: json.RawMessage(`{"id":42}`)}, Target{}, true},
-		{"AND inside an entry", []config.Condition{{ServerIDs: []string{"srv1"}, Tools: []string{"shell"}}}, cpex.ToolPreInvoke, &g, Target{Tool: "fetch"}, false},
-		{"OR across entries", []config.Condition{{ServerIDs: []string{"srv9"}}, {Tools: []string{"fetch"}}}, cpex.ToolPreInvoke, &g, Target{Tool: "fetch"}, true},
-		{"agents and content types ignored", []config.Condition{{Agents: []string{"a"}, ContentTypes: []string{"text/plain"}}}, cpex.ToolPreInvoke, &g, Target{}, true},
+			&cpex.GlobalContext{User: json.RawMessage(`{"id":42}`)}, "", true},
+		{"AND inside an entry", []config.Condition{{ServerIDs: []string{"srv1"}, Tools: []string{"shell"}}}, cpex.ToolPreInvoke, &g, "fetch", false},
+		{"OR across entries", []config.Condition{{ServerIDs: []string{"srv9"}}, {Tools: []string{"fetch"}}}, cpex.ToolPreInvoke, &g, "fetch", true},
+		{"agents and content types ignored", []config.Condition{{Agents: []string{"a"}, ContentTypes: []string{"text/plain"}}}, cpex.ToolPreInvoke, &g, "", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			users := func() []string { return userStrings(tt.g.User) }
-			if got := matches(tt.conds, tt.hook, tt.g, tt.t, users); got != tt.want {
+			if got := matches(tt.conds, tt.g, hookfamily.TargetOf(tt.hook, tt.target), users); got != tt.want {
 				t.Errorf("matches = %v, want %v", got, tt.want)
 			}
 		})
@@ -788,7 +789,7 @@ func TestConditionsSkipPlugins(t *testing.T) {
 	)
 	e := newExec(t, f, Options{})
 	rc := NewRequestContext(cpex.GlobalContext{RequestID: "r", ServerID: "srv1"})
-	e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), rc, Target{Tool: "shell"})
+	e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), rc, hookfamily.TargetOf(cpex.ToolPreInvoke, "shell"))
 	if diff := cmp.Diff([]string{"all"}, f.called()); diff != "" {
 		t.Errorf("calls: %s", diff)
 	}
@@ -946,7 +947,7 @@ func TestGenerations(t *testing.T) {
 	if e.Applies(cpex.ToolPreInvoke) || !e.Applies(cpex.ResourcePreFetch) {
 		t.Fatal("Applies did not follow generation 2")
 	}
-	e.Run(context.Background(), cpex.ResourcePreFetch, json.RawMessage(`{"uri":"file:///a"}`), nil, Target{Resource: "file:///a"})
+	e.Run(context.Background(), cpex.ResourcePreFetch, json.RawMessage(`{"uri":"file:///a"}`), nil, hookfamily.TargetOf(cpex.ResourcePreFetch, "file:///a"))
 	if diff := cmp.Diff([]string{"b"}, f.called()); diff != "" {
 		t.Errorf("calls: %s", diff)
 	}
@@ -978,7 +979,7 @@ func TestLogsNeverCarryPayloads(t *testing.T) {
 	}
 	// A block is logged at info by the processor (with the MCP session id);
 	// the executor's own line for it is debug, so a block is logged once.
-	for _, want := range []string{`"request_id":"req-log"`, `"plugin":"d"`, `"message":"plugin blocked the message"`, `"level":"warn"`, `"outcome":"modified"`, `"duration"`} {
+	for _, want := range []string{`"request_id":"req-log"`, `"plugin":"d"`, `"message":"plugin blocked the message"`, `"level":"warn"`, `"outcome":"modify"`, `"duration"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %s:\n%s", want, logs)
 		}

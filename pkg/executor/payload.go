@@ -7,48 +7,37 @@ import (
 	"reflect"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 )
 
 // checkPayload reports whether a modified_payload has the shape of the
-// hook's payload (plugin-protocol.md §2), so that the processor can map it
-// back onto the MCP message. Absent and null optional fields are accepted
+// hook's payload (docs/plugin-protocol.md §2), so that the processor can map
+// it back onto the MCP message. The keys and shapes come from the hook's
+// family (hookfamily.Family). Absent and null optional fields are accepted
 // (Python omits nulls).
 //
-//	tool_pre_invoke      name: non-empty string; args: object; headers: {str: str}
-//	tool_post_invoke     name: string; result: object (a CallToolResult)
-//	prompt_pre_fetch     prompt_id: non-empty string; args: {str: str}
-//	prompt_post_fetch    prompt_id: string; result: object (a GetPromptResult)
-//	resource_pre_fetch   uri: non-empty string; metadata: object
-//	resource_post_fetch  uri: string; content: present, not null
-//	other hooks          an object
+//	pre hook   <TargetKey>: non-empty string; <ArgsKey>: ArgsShape or absent;
+//	           <HeadersKey> (tools): {str: str} or absent
+//	post hook  <TargetKey>: string; <ResultKey>: ResultShape, required
+//	other      an object
 func checkPayload(hook cpex.HookType, p json.RawMessage) error {
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(p, &obj); err != nil || obj == nil {
 		return fmt.Errorf("%w: %s payload is not a JSON object", ErrInvalidPayload, hook)
 	}
 	c := shapeChecker{hook: hook, obj: obj}
-	switch hook {
-	case cpex.ToolPreInvoke:
-		c.str("name", true)
-		c.object("args", false)
-		c.stringMap("headers")
-	case cpex.ToolPostInvoke:
-		c.str("name", false)
-		c.object("result", true)
-	case cpex.PromptPreFetch:
-		c.str("prompt_id", true)
-		c.stringMap("args")
-	case cpex.PromptPostFetch:
-		c.str("prompt_id", false)
-		c.object("result", true)
-	case cpex.ResourcePreFetch:
-		c.str("uri", true)
-		c.object("metadata", false)
-	case cpex.ResourcePostFetch:
-		c.str("uri", false)
-		if v, ok := obj["content"]; !ok || isNull(v) {
-			c.fail("content is missing")
+	f, ok := hookfamily.ByHook(hook)
+	switch {
+	case !ok:
+	case hook == f.Pre:
+		c.str(f.TargetKey, true)
+		c.shape(f.ArgsKey, f.ArgsShape, false)
+		if f.HeadersKey != "" {
+			c.shape(f.HeadersKey, hookfamily.ShapeStringMap, false)
 		}
+	default:
+		c.str(f.TargetKey, false)
+		c.shape(f.ResultKey, f.ResultShape, true)
 	}
 	return c.err
 }
@@ -78,30 +67,33 @@ func (c *shapeChecker) str(key string, nonEmpty bool) {
 	}
 }
 
-// object requires an object field, or allows it absent/null when optional.
-func (c *shapeChecker) object(key string, required bool) {
+// shape requires key to have the shape s; absent or null is allowed unless
+// required.
+func (c *shapeChecker) shape(key string, s hookfamily.Shape, required bool) {
 	v, ok := c.obj[key]
 	if !ok || isNull(v) {
 		if required {
-			c.fail("%s must be an object", key)
+			c.fail("%s %s", key, shapeText[s])
 		}
 		return
 	}
-	if !isObject(v) {
-		c.fail("%s must be an object", key)
+	switch s {
+	case hookfamily.ShapeObject:
+		if !isObject(v) {
+			c.fail("%s %s", key, shapeText[s])
+		}
+	case hookfamily.ShapeStringMap:
+		var m map[string]string
+		if !isObject(v) || json.Unmarshal(v, &m) != nil {
+			c.fail("%s %s", key, shapeText[s])
+		}
 	}
 }
 
-// stringMap allows an absent/null field, else requires {str: str}.
-func (c *shapeChecker) stringMap(key string) {
-	v, ok := c.obj[key]
-	if !ok || isNull(v) {
-		return
-	}
-	var m map[string]string
-	if !isObject(v) || json.Unmarshal(v, &m) != nil {
-		c.fail("%s must be an object of strings", key)
-	}
+var shapeText = [...]string{
+	hookfamily.ShapeObject:    "must be an object",
+	hookfamily.ShapeStringMap: "must be an object of strings",
+	hookfamily.ShapePresent:   "is missing",
 }
 
 func isNull(v json.RawMessage) bool { return string(bytes.TrimSpace(v)) == "null" }

@@ -7,9 +7,10 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 )
 
-// The phases, in execution order (plugin-protocol.md §4.1).
+// The phases, in execution order (docs/plugin-protocol.md §4.1).
 const (
 	phaseSequential = iota
 	phaseTransform
@@ -83,12 +84,10 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 	return s
 }
 
-// Target names what a message is about, for conditions: the tool of a
-// tools/call, the prompt of a prompts/get, the URI of a resources/read.
-// Server, tenant and user come from RequestContext.Global.
-type Target struct {
-	Tool, Prompt, Resource string
-}
+// Target names what a message is about, for conditions: the family and
+// the name of the tool, prompt or resource URI. Server, tenant and user come
+// from RequestContext.Global.
+type Target = hookfamily.Target
 
 // matches reports whether a plugin with these conditions runs for hook, as
 // cpex decides (cpex/framework/utils.py payload_matches):
@@ -99,25 +98,25 @@ type Target struct {
 //   - user_patterns: a pattern is a substring of the user (a JSON string, or
 //     the "email" or "id" of a JSON object); a request without a user
 //     matches, as in cpex;
-//   - tools / prompts / resources: only the list of the hook's own family
-//     applies (tools for tool hooks, ...), matched exactly against the
-//     Target; the lists of other families are ignored, and an empty Target
-//     value matches, as in cpex;
+//   - tools / prompts / resources: only the list of the Target's family
+//     applies (hookfamily.Family.ConditionField), matched exactly against
+//     the Target's name; the lists of other families are ignored, and an
+//     empty name matches, as in cpex;
 //   - agents and content_types are ignored: agent hooks never fire here and
 //     the plugin context carries no content type.
-func matches(conds []config.Condition, hook cpex.HookType, g *cpex.GlobalContext, t Target, users func() []string) bool {
+func matches(conds []config.Condition, g *cpex.GlobalContext, t Target, users func() []string) bool {
 	if len(conds) == 0 {
 		return true
 	}
 	for i := range conds {
-		if matchOne(&conds[i], hook, g, t, users) {
+		if matchOne(&conds[i], g, t, users) {
 			return true
 		}
 	}
 	return false
 }
 
-func matchOne(c *config.Condition, hook cpex.HookType, g *cpex.GlobalContext, t Target, users func() []string) bool {
+func matchOne(c *config.Condition, g *cpex.GlobalContext, t Target, users func() []string) bool {
 	if len(c.ServerIDs) > 0 && !slices.Contains(c.ServerIDs, g.ServerID) {
 		return false
 	}
@@ -129,17 +128,7 @@ func matchOne(c *config.Condition, hook cpex.HookType, g *cpex.GlobalContext, t 
 			return false
 		}
 	}
-	var list []string
-	var value string
-	switch hook {
-	case cpex.ToolPreInvoke, cpex.ToolPostInvoke:
-		list, value = c.Tools, t.Tool
-	case cpex.PromptPreFetch, cpex.PromptPostFetch:
-		list, value = c.Prompts, t.Prompt
-	case cpex.ResourcePreFetch, cpex.ResourcePostFetch:
-		list, value = c.Resources, t.Resource
-	}
-	if len(list) > 0 && value != "" && !slices.Contains(list, value) {
+	if list := t.Family.Conditions(c); len(list) > 0 && t.Name != "" && !slices.Contains(list, t.Name) {
 		return false
 	}
 	return true

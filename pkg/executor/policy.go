@@ -10,18 +10,8 @@ import (
 // enforcing plugin of the hook (one that may block or modify, i.e. not audit
 // or fire_and_forget) has on_error fail.
 func (e *Executor) FailClosed(hook cpex.HookType) bool {
-	hp := e.snapshot().hooks[hook]
-	if hp == nil {
-		return false
-	}
-	for _, ph := range hp.phases {
-		for _, en := range ph {
-			if e.isDisabled(en.key) || en.onError != config.OnErrorFail {
-				continue
-			}
-			if en.mode == config.ModeAudit || en.mode == config.ModeFireAndForget {
-				continue
-			}
+	for en := range e.enabled(hook) {
+		if en.onError == config.OnErrorFail && en.mode != config.ModeAudit && en.mode != config.ModeFireAndForget {
 			return true
 		}
 	}

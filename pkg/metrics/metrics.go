@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
@@ -52,7 +53,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		modeOverrides: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "mode_overrides_total",
 			Help: "Processing modes chosen by mode_override, by mode."}, []string{"mode"}),
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "plugin_invocations_total",
-			Help: "Plugin hook invocations, by plugin, hook and outcome (allow, modify, block, error, timeout, down, skipped, invalid, stop, dropped)."},
+			Help: "Plugin hook invocations, by plugin, hook and outcome (allow, modify, block, violation_not_enforced, stop, error, timeout, down, invalid, dropped, skipped)."},
 			[]string{"plugin", "hook", "outcome"}),
 		invokeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "plugin_invocation_duration_seconds",
 			Help:    "Latency of plugin hook invocations that reached the plugin.",
@@ -102,31 +103,14 @@ func (m *Metrics) BodyInspected(direction string, bytes int) {
 	m.bodyBytes.WithLabelValues(direction).Add(float64(bytes))
 }
 
-// outcomeLabel maps the executor's outcomes to the documented labels.
-func outcomeLabel(outcome string) string {
-	switch outcome {
-	case "ok":
-		return "allow"
-	case "modified":
-		return "modify"
-	case "violation":
-		return "block"
-	case "error", "timeout", "down", "invalid", "stop", "dropped", "skipped":
-		return outcome
+// OnInvoke implements executor.Observer: the outcome label is the
+// verdict's String. Invocations that never reached the plugin (down,
+// skipped, dropped) are counted but not timed.
+func (m *Metrics) OnInvoke(plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
+	m.invocations.WithLabelValues(plugin, string(hook), v.String()).Inc()
+	if v.Reached() {
+		m.invokeDuration.WithLabelValues(plugin, string(hook)).Observe(d.Seconds())
 	}
-	return "other"
-}
-
-// OnInvoke implements executor.Observer. Invocations that never reached the
-// plugin (down, skipped, dropped) are counted but not timed.
-func (m *Metrics) OnInvoke(plugin string, hook cpex.HookType, outcome string, d time.Duration) {
-	label := outcomeLabel(outcome)
-	m.invocations.WithLabelValues(plugin, string(hook), label).Inc()
-	switch label {
-	case "down", "skipped", "dropped":
-		return
-	}
-	m.invokeDuration.WithLabelValues(plugin, string(hook)).Observe(d.Seconds())
 }
 
 // OnRebuild implements pluginclient.Observer.

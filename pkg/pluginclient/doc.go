@@ -62,6 +62,8 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
@@ -75,7 +77,7 @@ var (
 	// ErrInvalidReply means the plugin answered with something that is not
 	// a valid invoke_hook reply (neither result nor error, not JSON, or a
 	// tool error). It is a plugin error.
-	ErrInvalidReply = errors.New("invalid plugin reply")
+	ErrInvalidReply = cpex.ErrInvalidReply
 	// ErrRefused means the plugin server refused the HTTP request of this
 	// one call (e.g. 413, 431, a 400 that does not mention a session, 500):
 	// a plugin error for that call; the session is kept.

@@ -12,7 +12,7 @@ import (
 )
 
 // tlsConfig builds the client TLS configuration of mcp.tls
-// (docs/plugin-protocol.md, configuration):
+// (docs/plugin-protocol.md §4):
 //   - ca_bundle: PEM file of the CAs that verify the server (default: the
 //     system roots);
 //   - certfile/keyfile: the client certificate (mutual TLS); keyfile_password

@@ -85,7 +85,7 @@ var protectedHeaders = map[string]bool{
 }
 
 // sessionRT is the http.RoundTripper of one MCP session. It is the seam
-// where session loss is observed (docs/plugin-protocol.md, session loss): it
+// where session loss is observed (docs/plugin-protocol.md §5): it
 // records, from status codes and transport errors, that the server no
 // longer has the session, and it cuts the session loose when it is retired
 // or closed.

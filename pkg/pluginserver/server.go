@@ -1,7 +1,7 @@
 // Package pluginserver is the server side of the ContextForge (cpex) external
 // plugin protocol: an MCP server, on the go-sdk, exposing the tools
 // get_plugin_configs, get_plugin_config and invoke_hook for a set of Go
-// plugins (shared/docs/plugin-protocol.md §1–3).
+// plugins (docs/plugin-protocol.md §1–3).
 //
 // Replies are encoded as the Python servers encode them: one TextContent
 // block holding the JSON, no structuredContent. The HTTP endpoint is the

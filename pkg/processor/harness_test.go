@@ -192,7 +192,7 @@ func noUpstream(t *testing.T) envoytest.Upstream {
 }
 
 // recorded is a response recorded from a real MCP server (testdata/*.http,
-// copied from shared/fixtures/mcp).
+// recorded from a real server, see testdata/README.md).
 type recorded struct {
 	status int
 	header http.Header

@@ -2,208 +2,130 @@ package processor
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/go-json-experiment/json/jsontext"
-
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
-// preHook maps an MCP method to its pre hook and post hook.
-func preHook(method string) (pre, post cpex.HookType, ok bool) {
-	switch method {
-	case "tools/call":
-		return cpex.ToolPreInvoke, cpex.ToolPostInvoke, true
-	case "prompts/get":
-		return cpex.PromptPreFetch, cpex.PromptPostFetch, true
-	case "resources/read":
-		return cpex.ResourcePreFetch, cpex.ResourcePostFetch, true
-	}
-	return "", "", false
+// requestEdits collects what the pre hooks of one body decided.
+type requestEdits struct {
+	replaced map[int][]byte    // rewritten messages, by index
+	headers  map[string]string // headers to set on the upstream request
+	refusals []refusal
 }
 
-// call is the hooked part of a request's params.
-type call struct {
-	target string // tool name, prompt name or resource uri
-	args   []byte // arguments (tools, prompts); nil if absent
-}
-
-// callOf returns the hooked part of a request that mcpmsg.Parse validated.
-func callOf(hook cpex.HookType, m *mcpmsg.Message) call {
-	if hook == cpex.ResourcePreFetch {
-		return call{target: m.URI}
+// preHook runs the pre hook of one message, when its method belongs to a
+// hook family and a plugin's conditions select it, and registers the
+// message for its post hook. Conditions come first: a message no plugin
+// selects costs no payload work and no response inspection.
+func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
+	if m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification {
+		return
 	}
-	return call{target: m.Name, args: m.Arguments}
-}
-
-// payload encodes the pre hook payload. The arguments are embedded as the
-// raw bytes the client sent (mcpmsg.Parse validated them): no decode, no
-// re-encode.
-func (c call) payload(hook cpex.HookType, headers map[string]string) (json.RawMessage, error) {
-	args := c.args
-	if len(args) == 0 {
-		args = []byte("{}")
+	route, ok := hookfamily.ByMethod(m.Method)
+	if !ok {
+		return
 	}
-	switch hook {
-	case cpex.ToolPreInvoke:
-		var h []byte
-		if len(headers) > 0 {
-			var err error
-			if h, err = json.Marshal(headers); err != nil {
-				return nil, fmt.Errorf("encode %s headers: %w", hook, err)
-			}
+	f := route.Family
+	target := hookfamily.Target{Family: f, Name: targetName(route, m)}
+	runPre := route.Pre && st.snap.Hooks.AppliesTo(f.Pre, &st.global, target)
+	wantPost := route.Post && m.ID != nil && st.snap.Hooks.AppliesTo(f.Post, &st.global, target)
+	if !runPre && !wantPost {
+		return
+	}
+	st.ensureContext()
+	rc := executor.NewRequestContext(st.global)
+	if wantPost {
+		if st.pending == nil {
+			st.pending = make(map[string]*pendingCall)
 		}
-		return rawObject("name", c.target, "args", args, "headers", h)
-	case cpex.PromptPreFetch:
-		return rawObject("prompt_id", c.target, "args", args, "", nil)
-	default:
-		return rawObject("uri", c.target, "metadata", []byte("{}"), "", nil)
+		st.pending[string(m.ID)] = &pendingCall{target: target, rc: rc}
 	}
-}
-
-// rawObject encodes {"<key>":"<value>","<rawKey>":<raw>[,"<optKey>":<opt>]}
-// around raw JSON that was validated already; opt is left out when empty.
-func rawObject(key, value, rawKey string, raw []byte, optKey string, opt []byte) (json.RawMessage, error) {
-	b := make([]byte, 0, len(value)+len(raw)+len(opt)+len(key)+len(rawKey)+len(optKey)+16)
-	b = append(b, `{"`...)
-	b = append(b, key...)
-	b = append(b, `":`...)
-	b, err := jsontext.AppendQuote(b, value)
+	if !runPre {
+		return
+	}
+	payload, err := st.prePayload(f, target.Name, m.Arguments)
 	if err != nil {
-		return nil, fmt.Errorf("encode %s: %w", key, err)
+		ed.refusals = append(ed.refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInvalidParams, message: err.Error(), status: http.StatusBadRequest, reason: "invalid_request"})
+		return
 	}
-	b = append(b, `,"`...)
-	b = append(b, rawKey...)
-	b = append(b, `":`...)
-	b = append(b, raw...)
-	if len(opt) > 0 {
-		b = append(b, `,"`...)
-		b = append(b, optKey...)
-		b = append(b, `":`...)
-		b = append(b, opt...)
+	out := st.snap.Hooks.Run(st.ctx, f.Pre, payload, rc, target)
+	if r, blocked := st.refusalOf(out, i, m.ID, f.Pre); blocked {
+		ed.refusals = append(ed.refusals, r)
+		return
 	}
-	return append(b, '}'), nil
-}
-
-func (c call) executorTarget(hook cpex.HookType) executor.Target {
-	return targetFor(hook, c.target)
-}
-
-func targetFor(hook cpex.HookType, name string) executor.Target {
-	switch hook {
-	case cpex.ToolPreInvoke, cpex.ToolPostInvoke:
-		return executor.Target{Tool: name}
-	case cpex.PromptPreFetch, cpex.PromptPostFetch:
-		return executor.Target{Prompt: name}
-	default:
-		return executor.Target{Resource: name}
+	if out.Modified {
+		st.rewriteRequest(i, m, route, out.Payload, ed)
 	}
 }
 
-// forbiddenHeader lists headers a plugin may not set on the upstream request.
-func forbiddenHeader(k string) bool {
-	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "x-envoy-") ||
-		k == "host" || k == "content-length" || k == "transfer-encoding"
+// targetName returns the target mcpmsg.Parse read from the route's
+// TargetParam: params.uri lands in Message.URI, params.name in Message.Name.
+func targetName(r *hookfamily.Route, m *mcpmsg.Message) string {
+	if r.TargetParam == "uri" {
+		return m.URI
+	}
+	return m.Name
+}
+
+// prePayload encodes the pre hook payload. The arguments are embedded as the
+// raw bytes the client sent (mcpmsg.Parse validated them): no decode, no
+// re-encode. Families that carry headers get the forwarded ones.
+func (st *stream) prePayload(f *hookfamily.Family, target string, args []byte) (json.RawMessage, error) {
+	var h []byte
+	if f.HeadersKey != "" && len(st.forwarded) > 0 {
+		var err error
+		if h, err = json.Marshal(st.forwarded); err != nil {
+			return nil, fmt.Errorf("encode %s headers: %w", f.Pre, err)
+		}
+	}
+	return f.PrePayload(target, args, h)
 }
 
 // rewriteRequest applies a modified pre hook payload to the message: the new
-// name/arguments/uri go into params, every other key is kept. Headers a tool
-// plugin added or changed are returned to be set on the upstream request.
-func rewriteRequest(m mcpmsg.Message, hook cpex.HookType, payload json.RawMessage, sent map[string]string) ([]byte, map[string]string, error) {
-	set := map[string][]byte{}
-	var headers map[string]string
-	switch hook {
-	case cpex.ToolPreInvoke:
-		var p cpex.ToolPreInvokePayload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, nil, fmt.Errorf("tool_pre_invoke payload: %w", err)
-		}
-		name, _ := json.Marshal(p.Name)
-		set["name"] = name
-		if len(p.Args) > 0 {
-			set["arguments"] = p.Args
-		}
-		for k, v := range p.Headers {
-			k = strings.ToLower(k)
-			if sent[k] == v || forbiddenHeader(k) {
-				continue
-			}
-			if headers == nil {
-				headers = make(map[string]string)
-			}
-			headers[k] = v
-		}
-	case cpex.PromptPreFetch:
-		var p cpex.PromptPreFetchPayload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, nil, fmt.Errorf("prompt_pre_fetch payload: %w", err)
-		}
-		name, _ := json.Marshal(p.PromptID)
-		set["name"] = name
-		if len(p.Args) > 0 {
-			set["arguments"] = p.Args
-		}
-	case cpex.ResourcePreFetch:
-		var p cpex.ResourcePreFetchPayload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, nil, fmt.Errorf("resource_pre_fetch payload: %w", err)
-		}
-		uri, _ := json.Marshal(p.URI)
-		set["uri"] = uri
+// target and arguments go into params, every other key is kept. Headers a
+// plugin added or changed are set on the upstream request.
+func (st *stream) rewriteRequest(i int, m *mcpmsg.Message, route *hookfamily.Route, payload json.RawMessage, ed *requestEdits) {
+	edit, err := route.EditOf(payload)
+	var msg []byte
+	if err == nil {
+		msg, err = mcpmsg.ReplaceParams(*m, edit.Params)
 	}
-	msg, err := mcpmsg.ReplaceParams(m, set)
 	if err != nil {
-		return nil, nil, err
+		ed.refusals = append(ed.refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError,
+			message: "plugin returned an unusable payload: " + err.Error(), status: http.StatusOK, reason: "plugin_error"})
+		return
 	}
-	return msg, headers, nil
+	if ed.replaced == nil {
+		ed.replaced = make(map[int][]byte)
+	}
+	ed.replaced[i] = msg
+	for k, v := range edit.Headers {
+		k = strings.ToLower(k)
+		if st.forwarded[k] == v || forbiddenHeader(k) {
+			continue
+		}
+		if ed.headers == nil {
+			ed.headers = make(map[string]string)
+		}
+		ed.headers[k] = v
+	}
+	st.logger().Debug().Str("hook", string(route.Family.Pre)).Str("target", targetName(route, m)).Msg("request rewritten by plugins")
 }
 
-// postPayload encodes the post hook payload around the raw result.
-func postPayload(hook cpex.HookType, target string, result []byte) (json.RawMessage, error) {
-	switch hook {
-	case cpex.ToolPostInvoke:
-		return rawObject("name", target, "result", result, "", nil)
-	case cpex.PromptPostFetch:
-		return rawObject("prompt_id", target, "result", result, "", nil)
-	default:
-		return rawObject("uri", target, "content", result, "", nil)
-	}
-}
-
-// resultOf extracts the new JSON-RPC result from a modified post payload.
-func resultOf(hook cpex.HookType, payload json.RawMessage) ([]byte, error) {
-	var res json.RawMessage
-	switch hook {
-	case cpex.ToolPostInvoke:
-		var p cpex.ToolPostInvokePayload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, err
-		}
-		res = p.Result
-	case cpex.PromptPostFetch:
-		var p cpex.PromptPostFetchPayload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, err
-		}
-		res = p.Result
-	default:
-		var p cpex.ResourcePostFetchPayload
-		if err := json.Unmarshal(payload, &p); err != nil {
-			return nil, err
-		}
-		res = p.Content
-	}
-	if len(res) == 0 || res[0] != '{' {
-		return nil, errors.New("result is not a JSON object")
-	}
-	return res, nil
+// forbiddenHeader lists headers a plugin may not set on the upstream
+// request: pseudo-headers, Envoy's own (every name starting with "x-envoy",
+// docs/extproc-contract.md §5) and the framing headers.
+func forbiddenHeader(k string) bool {
+	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "x-envoy") ||
+		k == "host" || k == "content-length" || k == "transfer-encoding"
 }
 
 // refusal is one message the sidecar answers itself instead of forwarding.
@@ -267,7 +189,7 @@ func (st *stream) refuse(msgs *mcpmsg.Body, refusals []refusal) *extprocv3.Proce
 	st.obs.Immediate(first.reason)
 	if !msgs.Batch {
 		if first.id == nil {
-			// A notification cannot carry a JSON-RPC error (contract §6).
+			// A notification cannot carry a JSON-RPC error (docs/extproc-contract.md §6).
 			return jsonRPCReply(http.StatusForbidden, first.errorResponse(), first.denied, first.headers)
 		}
 		return jsonRPCReply(first.status, first.errorResponse(), first.denied, first.headers)

@@ -11,7 +11,7 @@ import (
 )
 
 // Replies are built here so the rules of the ext_proc contract live in one
-// file: header values in raw_value only (contract §5), content-length set in
+// file: header values in raw_value only (docs/extproc-contract.md §5), content-length set in
 // the same reply as a buffered body mutation (§4), both body modes explicit
 // in every mode_override (§3.1).
 
@@ -93,7 +93,7 @@ func header(key, value string) *corev3.HeaderValueOption {
 }
 
 // Processing modes chosen by mode_override. Body modes are always both set
-// (contract §3.1: both are taken literally). Each call returns a new message so
+// (docs/extproc-contract.md §3.1: both are taken literally). Each call returns a new message so
 // no proto is shared between streams.
 
 // modeSkipAll: no body in either direction and no response headers message, so

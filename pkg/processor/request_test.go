@@ -15,7 +15,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
 
-// Issue 2: the request path.
+// The request path.
 
 // oneGuard is a config with one plugin, "guard", failing closed.
 const oneGuard = `

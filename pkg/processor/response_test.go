@@ -18,7 +18,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
 
-// Issue 3: the response path.
+// The response path.
 
 // postGuard has one plugin, "post", on the hooks its server declares.
 const postGuard = `

@@ -88,7 +88,7 @@ func responseBody(chunk string, eos bool) *extprocv3.ProcessingRequest {
 const toolCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}`
 
 // TestModeOverride: every headers reply carries a mode_override with both
-// body modes set to what the stream needs (contract §3.1), and switching a
+// body modes set to what the stream needs (docs/extproc-contract.md §3.1), and switching a
 // response to STREAMED removes content-length (§4).
 func TestModeOverride(t *testing.T) {
 	type mode struct {

@@ -1,0 +1,241 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// run is the state of one Run.
+type run struct {
+	e      *Executor
+	hook   cpex.HookType
+	rc     *RequestContext
+	target Target
+	log    zerolog.Logger
+
+	cur       json.RawMessage // the payload as the chain has made it
+	modified  bool
+	violation *cpex.PluginViolation
+	err       *PluginError
+	stoppedBy string
+	users     lazyUsers
+}
+
+func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
+
+// lazyUsers computes the user strings conditions match against once, and
+// only when a condition needs them.
+type lazyUsers struct {
+	user  json.RawMessage
+	users []string
+	done  bool
+}
+
+func (l *lazyUsers) get() []string {
+	if !l.done {
+		l.users, l.done = userStrings(l.user), true
+	}
+	return l.users
+}
+
+// eligible reports whether en runs in this run.
+func (r *run) eligible(en *entry) bool {
+	if r.e.isDisabled(en.key) {
+		r.log.Debug().Str("plugin", en.name).Stringer("outcome", Skipped).Msg("plugin disabled after an earlier failure")
+		return false
+	}
+	if !matches(en.conditions, &r.rc.Global, r.target, r.users.get) {
+		r.log.Debug().Str("plugin", en.name).Stringer("outcome", Skipped).Msg("plugin conditions do not match")
+		r.e.observe(en.name, r.hook, Skipped, 0)
+		return false
+	}
+	return true
+}
+
+// runSerial runs the sequential, transform and audit phases.
+func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
+	for _, ph := range []int{phaseSequential, phaseTransform, phaseAudit} {
+		for _, en := range hp.phases[ph] {
+			if !r.eligible(en) {
+				continue
+			}
+			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name))
+			r.handle(en, rep)
+			if r.halted() {
+				return
+			}
+		}
+	}
+}
+
+// runConcurrent runs the concurrent phase: all eligible plugins at once on
+// the current payload; the first block, stop or failing policy wins and
+// cancels the others. Every goroutine has ended when it returns.
+func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
+	var list []*entry
+	for _, en := range entries {
+		if r.eligible(en) {
+			list = append(list, en)
+		}
+	}
+	switch len(list) {
+	case 0:
+		return
+	case 1: // nothing to run in parallel with
+		en := list[0]
+		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name)))
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type done struct {
+		en  *entry
+		rep reply
+	}
+	results := make(chan done, len(list))
+	for _, en := range list {
+		pctx := r.rc.PluginContext(en.name)
+		go func(payload json.RawMessage) {
+			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx)}
+		}(r.cur)
+	}
+	for range list {
+		d := <-results
+		if r.halted() {
+			continue // decided: the rest were cancelled and do not count
+		}
+		r.handle(d.en, d.rep)
+		if r.halted() {
+			cancel()
+		}
+	}
+}
+
+// handle applies one reply under the plugin's mode and on_error.
+func (r *run) handle(en *entry, rep reply) {
+	if rep.err != nil {
+		r.failed(en, rep.err, rep.dur)
+		return
+	}
+	r.rc.carry(en.name, en.mode, rep.ctx)
+	res := rep.result
+	mayBlock := en.mode == config.ModeSequential || en.mode == config.ModeConcurrent
+	mayModify := en.mode == config.ModeSequential || en.mode == config.ModeTransform
+	logd := func(v Verdict, msg string) {
+		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", v).Dur("duration", rep.dur).Msg(msg)
+	}
+
+	if !res.Continue() && mayBlock {
+		if res.Violation != nil {
+			v := *res.Violation
+			v.PluginName = en.name
+			r.violation = &v
+			r.e.observe(en.name, r.hook, Blocked, rep.dur)
+			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
+				Dur("duration", rep.dur).Msg("plugin blocked the message")
+			return
+		}
+		r.stoppedBy = en.name
+		r.e.observe(en.name, r.hook, Stopped, rep.dur)
+		r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", rep.dur).
+			Msg("plugin stopped the chain without a violation; the message goes on")
+		return
+	}
+
+	outcome := Allowed
+	if res.Violation != nil {
+		outcome = ViolationNotEnforced
+		msg := "violation not enforced: continue_processing is true"
+		if !res.Continue() {
+			msg = "violation not enforced: mode " + string(en.mode) + " cannot block"
+		}
+		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", res.Violation.Code).
+			Str("reason", res.Violation.Reason).Msg(msg)
+	} else if !res.Continue() {
+		outcome = Stopped
+		logd(outcome, "continue_processing false ignored: mode cannot stop the chain")
+	}
+
+	if res.Modified() {
+		if !mayModify {
+			logd(outcome, "modified payload discarded: mode cannot modify")
+		} else if err := checkPayload(r.hook, res.ModifiedPayload); err != nil {
+			r.failed(en, &PluginError{Plugin: en.name, Hook: r.hook, Cause: err, own: true}, rep.dur)
+			return
+		} else if !jsonEqual(r.cur, res.ModifiedPayload) {
+			r.cur, r.modified = res.ModifiedPayload, true
+			if outcome == Allowed {
+				outcome = Modified
+			}
+		}
+	}
+	r.e.observe(en.name, r.hook, outcome, rep.dur)
+	logd(outcome, "plugin decision")
+}
+
+// failed applies the plugin's on_error to a failure.
+func (r *run) failed(en *entry, pe *PluginError, d time.Duration) {
+	outcome := pe.verdict()
+	r.e.observe(en.name, r.hook, outcome, d)
+	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
+		Str("on_error", string(en.onError)).Dur("duration", d).Err(pe.Cause)
+	switch en.onError {
+	case config.OnErrorFail:
+		r.err = pe
+		ev.Msg("plugin failed: refusing the message (on_error fail)")
+	case config.OnErrorDisable:
+		if pe.own && r.e.disable(en.key) {
+			ev.Msg("plugin failed: disabled, going on (on_error disable)")
+			return
+		}
+		ev.Msg("plugin failed: going on (on_error disable)")
+	default:
+		ev.Msg("plugin failed: going on (on_error ignore)")
+	}
+}
+
+// fireAndForget starts the fire_and_forget plugins on snapshots of the
+// final payload and context.
+func (r *run) fireAndForget(entries []*entry) {
+	for _, en := range entries {
+		if !r.eligible(en) {
+			continue
+		}
+		e, hook, log := r.e, r.hook, r.log
+		payload, pctx := bytes.Clone(r.cur), r.rc.PluginContext(en.name)
+		started := e.spawn(func(ctx context.Context) {
+			rep := e.invoke(ctx, en, hook, payload, pctx)
+			if pe := rep.err; pe != nil {
+				outcome := pe.verdict()
+				e.observe(en.name, hook, outcome, rep.dur)
+				ev := log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).Err(pe.Cause)
+				if en.onError == config.OnErrorDisable && pe.own && e.disable(en.key) {
+					ev.Msg("fire_and_forget plugin failed: disabled")
+					return
+				}
+				ev.Msg("fire_and_forget plugin failed (ignored)")
+				return
+			}
+			outcome := Allowed
+			if v := rep.result.Violation; v != nil {
+				outcome = ViolationNotEnforced
+				log.Info().Str("plugin", en.name).Str("code", v.Code).Str("reason", v.Reason).
+					Msg("fire_and_forget plugin reported a violation (not enforced)")
+			}
+			e.observe(en.name, hook, outcome, rep.dur)
+			log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
+				Dur("duration", rep.dur).Msg("plugin decision")
+		})
+		if !started {
+			e.observe(en.name, hook, Dropped, 0)
+			log.Warn().Str("plugin", en.name).Msg("fire_and_forget plugin not started: executor closing or too much in flight")
+		}
+	}
+}

@@ -1,0 +1,131 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// Verdict is what became of one plugin invocation. Metrics, logs and
+// traces all use it; its String is the metric label (outcome="...").
+type Verdict int
+
+// The verdicts. Only Blocked refused the message because of a violation; a
+// violation that did not block is ViolationNotEnforced.
+const (
+	Allowed              Verdict = iota // a result without modification or violation
+	Modified                            // a modified payload that the chain kept
+	Blocked                             // a violation that blocked the message
+	ViolationNotEnforced                // a violation logged only: the mode cannot block (transform, audit, fire_and_forget) or continue_processing was true
+	Stopped                             // continue_processing false without a violation
+	Errored                             // a transport error or a plugin-reported error
+	Timeout                             // the per-plugin timeout or the hook deadline passed
+	Down                                // the plugin is known to be down; it was not waited on
+	Invalid                             // an unusable reply (ErrInvalidReply) or modified payload (ErrInvalidPayload)
+	Dropped                             // a fire_and_forget invocation not started (closing, or too many in flight)
+	Skipped                             // the plugin's conditions do not match this message
+	numVerdicts
+)
+
+var verdictLabels = [numVerdicts]string{
+	Allowed:              "allow",
+	Modified:             "modify",
+	Blocked:              "block",
+	ViolationNotEnforced: "violation_not_enforced",
+	Stopped:              "stop",
+	Errored:              "error",
+	Timeout:              "timeout",
+	Down:                 "down",
+	Invalid:              "invalid",
+	Dropped:              "dropped",
+	Skipped:              "skipped",
+}
+
+// String returns the verdict's metric label.
+func (v Verdict) String() string {
+	if v < 0 || v >= numVerdicts {
+		return fmt.Sprintf("verdict(%d)", int(v))
+	}
+	return verdictLabels[v]
+}
+
+// Verdicts lists every verdict, e.g. to pre-declare metric series.
+func Verdicts() []Verdict {
+	out := make([]Verdict, numVerdicts)
+	for i := range out {
+		out[i] = Verdict(i)
+	}
+	return out
+}
+
+// Reached reports whether the invocation reached the plugin (and so has a
+// duration worth timing).
+func (v Verdict) Reached() bool { return v != Down && v != Skipped && v != Dropped }
+
+// ReplyVerdict classifies one invoke_hook answer as the plugin gave it,
+// before the executor applies the plugin's mode: a violation with
+// continue_processing false is Blocked here, though a plugin whose mode
+// cannot block (transform, audit, fire_and_forget) is counted as
+// ViolationNotEnforced by the executor. down reports that err means the
+// plugin is known to be down.
+func ReplyVerdict(rep *cpex.InvokeHookReply, err error, down bool) Verdict {
+	if pe := replyError(rep, err, down); pe != nil {
+		return pe.verdict()
+	}
+	res := rep.Result
+	switch {
+	case res.Violation != nil && !res.Continue():
+		return Blocked
+	case res.Violation != nil:
+		return ViolationNotEnforced
+	case !res.Continue():
+		return Stopped
+	case res.Modified():
+		return Modified
+	}
+	return Allowed
+}
+
+// replyError returns the failure an answer stands for, or nil when it
+// carries a result. Plugin and Hook are left for the caller.
+func replyError(rep *cpex.InvokeHookReply, err error, down bool) *PluginError {
+	pe := &PluginError{}
+	switch {
+	case err != nil:
+		pe.Cause, pe.Down, pe.Timeout = err, down, errors.Is(err, context.DeadlineExceeded)
+	case rep == nil:
+		pe.Cause = fmt.Errorf("%w: no reply", ErrInvalidReply)
+	case rep.Error != nil:
+		m := *rep.Error
+		pe.Model = &m
+		pe.Cause = fmt.Errorf("%w: %s", ErrPluginReported, describeModel(&m))
+	case rep.Result == nil:
+		pe.Cause = fmt.Errorf("%w: neither result nor error", ErrInvalidReply)
+	default:
+		return nil
+	}
+	return pe
+}
+
+// verdict names a failure.
+func (e *PluginError) verdict() Verdict {
+	switch {
+	case e.Down:
+		return Down
+	case e.Timeout:
+		return Timeout
+	case errors.Is(e.Cause, ErrInvalidReply), errors.Is(e.Cause, ErrInvalidPayload):
+		return Invalid
+	}
+	return Errored
+}
+
+func describeModel(m *cpex.PluginErrorModel) string {
+	s := m.Message
+	if m.Code != "" {
+		s += " (code " + m.Code + ")"
+	}
+	return s
+}

@@ -1,0 +1,188 @@
+// Package hookfamily is the one table of what a hook family is: which MCP
+// method triggers which cpex hooks, the keys of the hook payloads, where the
+// target name and the arguments sit in the request's params, which
+// condition list selects the target, and where the result sits in a post
+// hook payload. The processor (building payloads, rewriting messages) and
+// the executor (checking modified payloads, matching conditions) both read
+// it, so adding a family or a method that feeds one is one row and its
+// tests.
+//
+// Two tables: [Family] rows describe a pair of hooks and their payloads
+// (tool, prompt, resource); [Route] rows describe an MCP method and what of
+// a family applies to it. A method whose answer carries a tool's result
+// under another method (tasks/result, tasks/get) is a post-only Route of
+// the tool family whose target name is learned elsewhere
+// ([Route.TargetParam] empty).
+//
+// The tables are read-only; every lookup is a short linear scan over a
+// handful of rows, cheap enough to run per message or per header.
+package hookfamily
+
+import (
+	"slices"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// Shape is what a payload value must look like (docs/plugin-protocol.md §2).
+type Shape int
+
+const (
+	// ShapeObject: a JSON object.
+	ShapeObject Shape = iota
+	// ShapeStringMap: a JSON object whose values are strings.
+	ShapeStringMap
+	// ShapePresent: any JSON value but null.
+	ShapePresent
+)
+
+// Family is one pair of hooks and the shape of their payloads.
+type Family struct {
+	// Name names the family in logs: "tool", "prompt", "resource".
+	Name string
+	// Pre and Post are the hooks run on the request and on its result.
+	Pre, Post cpex.HookType
+	// TargetKey is the payload key of the target name, in both payloads:
+	// "name", "prompt_id", "uri".
+	TargetKey string
+	// ArgsKey is the pre payload key of the arguments ("args", or
+	// "metadata" for resources, which have no arguments); ArgsShape is
+	// what a modified value must look like (absent and null are allowed).
+	ArgsKey   string
+	ArgsShape Shape
+	// HeadersKey is the pre payload key of the forwarded HTTP headers
+	// ("headers" for tools), "" when the family carries none.
+	HeadersKey string
+	// ResultKey is the post payload key of the MCP result ("result", or
+	// "content" for resources); ResultShape is what it must look like.
+	ResultKey   string
+	ResultShape Shape
+	// ConditionField is the condition list that selects targets of this
+	// family: "tools", "prompts" or "resources" (the YAML key).
+	ConditionField string
+	conditions     func(*config.Condition) []string
+}
+
+// Conditions returns the list of c that matches this family's targets.
+func (f *Family) Conditions(c *config.Condition) []string {
+	if f == nil {
+		return nil
+	}
+	return f.conditions(c)
+}
+
+// Route is one MCP method that triggers hooks of a family.
+type Route struct {
+	// Method is the JSON-RPC method (also the value of the Mcp-Method
+	// header of MCP 2026-07-28).
+	Method string
+	Family *Family
+	// Pre: the family's pre hook runs on the request. Post: its post hook
+	// runs on the answer.
+	Pre, Post bool
+	// TargetParam is the params member holding the target name ("name",
+	// "uri"); the Mcp-Name header of MCP 2026-07-28 mirrors it. Empty: the
+	// target name is not in the request and comes from elsewhere (the
+	// request that started a task).
+	TargetParam string
+	// ArgsParam is the params member holding the arguments ("arguments"),
+	// "" when the method has none.
+	ArgsParam string
+}
+
+// PreHook returns the hook run on the request, or "" when none is.
+func (r *Route) PreHook() cpex.HookType {
+	if !r.Pre {
+		return ""
+	}
+	return r.Family.Pre
+}
+
+// PostHook returns the hook run on the answer, or "" when none is.
+func (r *Route) PostHook() cpex.HookType {
+	if !r.Post {
+		return ""
+	}
+	return r.Family.Post
+}
+
+// Target names what a message is about, for conditions: a family and the
+// name of the tool, prompt or resource URI. The zero Target matches every
+// condition list.
+type Target struct {
+	Family *Family
+	Name   string
+}
+
+var (
+	tool = &Family{
+		Name: "tool", Pre: cpex.ToolPreInvoke, Post: cpex.ToolPostInvoke,
+		TargetKey: "name", ArgsKey: "args", ArgsShape: ShapeObject, HeadersKey: "headers",
+		ResultKey: "result", ResultShape: ShapeObject,
+		ConditionField: "tools", conditions: func(c *config.Condition) []string { return c.Tools },
+	}
+	prompt = &Family{
+		Name: "prompt", Pre: cpex.PromptPreFetch, Post: cpex.PromptPostFetch,
+		TargetKey: "prompt_id", ArgsKey: "args", ArgsShape: ShapeStringMap,
+		ResultKey: "result", ResultShape: ShapeObject,
+		ConditionField: "prompts", conditions: func(c *config.Condition) []string { return c.Prompts },
+	}
+	resource = &Family{
+		Name: "resource", Pre: cpex.ResourcePreFetch, Post: cpex.ResourcePostFetch,
+		TargetKey: "uri", ArgsKey: "metadata", ArgsShape: ShapeObject,
+		ResultKey: "content", ResultShape: ShapePresent,
+		ConditionField: "resources", conditions: func(c *config.Condition) []string { return c.Resources },
+	}
+)
+
+// families lists every family; routes every method that triggers hooks.
+var (
+	families = [...]*Family{tool, prompt, resource}
+	routes   = [...]Route{
+		{Method: "tools/call", Family: tool, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments"},
+		{Method: "prompts/get", Family: prompt, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments"},
+		{Method: "resources/read", Family: resource, Pre: true, Post: true, TargetParam: "uri"},
+	}
+)
+
+// ByMethod returns the route of an MCP method, and false when no hook
+// applies to it.
+func ByMethod(method string) (*Route, bool) {
+	for i := range routes {
+		if routes[i].Method == method {
+			return &routes[i], true
+		}
+	}
+	return nil, false
+}
+
+// ByHook returns the family a hook belongs to (as its pre or post hook),
+// and false for hooks no family has (http_*, agent_*).
+func ByHook(h cpex.HookType) (*Family, bool) {
+	for _, f := range families {
+		if f.Pre == h || f.Post == h {
+			return f, true
+		}
+	}
+	return nil, false
+}
+
+// IsPre reports whether h is the pre hook of a family.
+func IsPre(h cpex.HookType) bool {
+	f, ok := ByHook(h)
+	return ok && f.Pre == h
+}
+
+// Families returns every family, in table order.
+func Families() []*Family { return slices.Clone(families[:]) }
+
+// Routes returns every route, in table order.
+func Routes() []Route { return slices.Clone(routes[:]) }
+
+// TargetOf returns the target called name in the family of hook h (a zero
+// family for hooks no family has).
+func TargetOf(h cpex.HookType, name string) Target {
+	f, _ := ByHook(h)
+	return Target{Family: f, Name: name}
+}

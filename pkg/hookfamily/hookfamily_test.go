@@ -1,0 +1,189 @@
+package hookfamily
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// TestRoutes: every MCP method that triggers hooks, with the hooks that
+// apply to it, where its target and arguments sit, and the condition field
+// its target (and an Mcp-Name header) matches.
+func TestRoutes(t *testing.T) {
+	tests := []struct {
+		method                string
+		pre, post             cpex.HookType
+		targetParam, argsParm string
+		conditionField        string
+	}{
+		{"tools/call", cpex.ToolPreInvoke, cpex.ToolPostInvoke, "name", "arguments", "tools"},
+		{"prompts/get", cpex.PromptPreFetch, cpex.PromptPostFetch, "name", "arguments", "prompts"},
+		{"resources/read", cpex.ResourcePreFetch, cpex.ResourcePostFetch, "uri", "", "resources"},
+	}
+	if len(tests) != len(Routes()) {
+		t.Errorf("%d routes tested, the table has %d: test the new row", len(tests), len(Routes()))
+	}
+	for _, tt := range tests {
+		r, ok := ByMethod(tt.method)
+		if !ok {
+			t.Errorf("ByMethod(%q): not found", tt.method)
+			continue
+		}
+		if r.Method != tt.method || r.PreHook() != tt.pre || r.PostHook() != tt.post {
+			t.Errorf("%s: method %q hooks %q/%q, want %q/%q", tt.method, r.Method, r.PreHook(), r.PostHook(), tt.pre, tt.post)
+		}
+		if r.TargetParam != tt.targetParam || r.ArgsParam != tt.argsParm {
+			t.Errorf("%s: target %q args %q, want %q %q", tt.method, r.TargetParam, r.ArgsParam, tt.targetParam, tt.argsParm)
+		}
+		if r.Family.ConditionField != tt.conditionField {
+			t.Errorf("%s: condition field %q, want %q", tt.method, r.Family.ConditionField, tt.conditionField)
+		}
+	}
+	for _, m := range []string{"", "tools/list", "Tools/call", "initialize", "notifications/cancelled"} {
+		if r, ok := ByMethod(m); ok {
+			t.Errorf("ByMethod(%q) = %+v, want none", m, r)
+		}
+	}
+}
+
+// TestPostOnlyRoute: a route without a pre hook reports none.
+func TestPostOnlyRoute(t *testing.T) {
+	f, _ := ByHook(cpex.ToolPostInvoke)
+	r := Route{Method: "tasks/result", Family: f, Post: true}
+	if r.PreHook() != "" || r.PostHook() != cpex.ToolPostInvoke {
+		t.Errorf("post-only route hooks %q/%q, want none/%q", r.PreHook(), r.PostHook(), cpex.ToolPostInvoke)
+	}
+}
+
+// TestFamilies: every dispatched hook belongs to exactly one family, as its
+// pre or its post hook; hooks of other families have none.
+func TestFamilies(t *testing.T) {
+	var hooks []cpex.HookType
+	for _, f := range Families() {
+		hooks = append(hooks, f.Pre, f.Post)
+		for _, h := range []cpex.HookType{f.Pre, f.Post} {
+			got, ok := ByHook(h)
+			if !ok || got != f {
+				t.Errorf("ByHook(%q) = %v, want family %s", h, got, f.Name)
+			}
+		}
+		if !IsPre(f.Pre) || IsPre(f.Post) {
+			t.Errorf("%s: IsPre wrong for %q/%q", f.Name, f.Pre, f.Post)
+		}
+	}
+	if !slices.Equal(hooks, cpex.MCPHooks[:]) {
+		t.Errorf("family hooks %v, want cpex.MCPHooks %v", hooks, cpex.MCPHooks)
+	}
+	for _, h := range []cpex.HookType{"http_pre_request", "agent_pre_invoke", ""} {
+		if f, ok := ByHook(h); ok {
+			t.Errorf("ByHook(%q) = %s, want none", h, f.Name)
+		}
+	}
+}
+
+// TestConditions: each family reads its own condition list only.
+func TestConditions(t *testing.T) {
+	c := &config.Condition{Tools: []string{"t"}, Prompts: []string{"p"}, Resources: []string{"r"}}
+	want := map[string]string{"tools": "t", "prompts": "p", "resources": "r"}
+	for _, f := range Families() {
+		if got := f.Conditions(c); len(got) != 1 || got[0] != want[f.ConditionField] {
+			t.Errorf("%s: Conditions = %v, want [%s]", f.Name, got, want[f.ConditionField])
+		}
+	}
+	var none *Family
+	if got := none.Conditions(c); got != nil {
+		t.Errorf("nil family: Conditions = %v, want nil", got)
+	}
+	if tg := TargetOf("http_pre_request", "x"); tg.Family != nil || tg.Name != "x" {
+		t.Errorf("TargetOf(unknown hook) = %+v", tg)
+	}
+}
+
+// TestPayloads: the pre and post payloads of every family, built around raw
+// JSON, and a modified payload mapped back onto params and result.
+func TestPayloads(t *testing.T) {
+	tests := []struct {
+		method      string
+		args, hdrs  string
+		pre, post   string
+		modifiedPre string
+		wantParams  map[string]string
+		wantHeaders map[string]string
+		modPost     string
+		wantResult  string
+	}{{
+		method: "tools/call", args: `{"a":1}`, hdrs: `{"x-h":"v"}`,
+		pre:         `{"name":"n\"q","args":{"a":1},"headers":{"x-h":"v"}}`,
+		post:        `{"name":"n\"q","result":{"content":[]}}`,
+		modifiedPre: `{"name":"<m>","args":{"b":2},"headers":{"X-Guard":"ok"}}`,
+		wantParams:  map[string]string{"name": `"\u003cm\u003e"`, "arguments": `{"b":2}`},
+		wantHeaders: map[string]string{"X-Guard": "ok"},
+		modPost:     `{"name":"n","result":{"content":[1]}}`, wantResult: `{"content":[1]}`,
+	}, {
+		method: "prompts/get", hdrs: `{"x-h":"v"}`,
+		pre:         `{"prompt_id":"n\"q","args":{}}`,
+		post:        `{"prompt_id":"n\"q","result":{"content":[]}}`,
+		modifiedPre: `{"prompt_id":"p2","args":null}`,
+		wantParams:  map[string]string{"name": `"p2"`, "arguments": `null`},
+		modPost:     `{"prompt_id":"n","result":{"messages":[]}}`, wantResult: `{"messages":[]}`,
+	}, {
+		method: "resources/read", args: `{"ignored":true}`,
+		pre:         `{"uri":"n\"q","metadata":{"ignored":true}}`,
+		post:        `{"uri":"n\"q","content":{"content":[]}}`,
+		modifiedPre: `{"uri":"demo://b","metadata":{"m":1}}`,
+		wantParams:  map[string]string{"uri": `"demo://b"`},
+		modPost:     `{"uri":"n","content":{"contents":[]}}`, wantResult: `{"contents":[]}`,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.method, func(t *testing.T) {
+			r, _ := ByMethod(tt.method)
+			f := r.Family
+			pre, err := f.PrePayload(`n"q`, []byte(tt.args), []byte(tt.hdrs))
+			if err != nil || string(pre) != tt.pre {
+				t.Errorf("PrePayload = %s, %v; want %s", pre, err, tt.pre)
+			}
+			if !json.Valid(pre) {
+				t.Errorf("PrePayload is not valid JSON: %s", pre)
+			}
+			post, err := f.PostPayload(`n"q`, []byte(`{"content":[]}`))
+			if err != nil || string(post) != tt.post {
+				t.Errorf("PostPayload = %s, %v; want %s", post, err, tt.post)
+			}
+			edit, err := r.EditOf(json.RawMessage(tt.modifiedPre))
+			if err != nil {
+				t.Fatalf("EditOf: %v", err)
+			}
+			got := map[string]string{}
+			for k, v := range edit.Params {
+				got[k] = string(v)
+			}
+			if !mapsEqual(got, tt.wantParams) || !mapsEqual(edit.Headers, tt.wantHeaders) {
+				t.Errorf("EditOf = %v headers %v, want %v headers %v", got, edit.Headers, tt.wantParams, tt.wantHeaders)
+			}
+			res, err := f.ResultOf(json.RawMessage(tt.modPost))
+			if err != nil || string(res) != tt.wantResult {
+				t.Errorf("ResultOf = %s, %v; want %s", res, err, tt.wantResult)
+			}
+			bad := strings.Replace(tt.modPost, tt.wantResult, `"text"`, 1)
+			if _, err := f.ResultOf(json.RawMessage(bad)); err == nil {
+				t.Errorf("ResultOf(%s): want an error for a result that is not an object", bad)
+			}
+		})
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}

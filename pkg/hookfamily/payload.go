@@ -1,0 +1,107 @@
+package hookfamily
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// PrePayload encodes the pre hook payload around raw JSON that was
+// validated already: {"<TargetKey>":target,"<ArgsKey>":args} plus
+// "<HeadersKey>":headers when the family carries headers and headers is not
+// empty. Empty args become {}. Nothing is decoded or re-encoded.
+func (f *Family) PrePayload(target string, args, headers []byte) (json.RawMessage, error) {
+	if len(args) == 0 {
+		args = []byte("{}")
+	}
+	if f.HeadersKey == "" {
+		headers = nil
+	}
+	return rawObject(f.TargetKey, target, f.ArgsKey, args, f.HeadersKey, headers)
+}
+
+// PostPayload encodes the post hook payload around the raw MCP result:
+// {"<TargetKey>":target,"<ResultKey>":result}.
+func (f *Family) PostPayload(target string, result []byte) (json.RawMessage, error) {
+	return rawObject(f.TargetKey, target, f.ResultKey, result, "", nil)
+}
+
+// ResultOf returns the MCP result held by a modified post payload. It must
+// be a JSON object: it replaces a JSON-RPC result.
+func (f *Family) ResultOf(payload json.RawMessage) ([]byte, error) {
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, fmt.Errorf("%s payload: %w", f.Post, err)
+	}
+	res := p[f.ResultKey]
+	if len(res) == 0 || res[0] != '{' {
+		return nil, errors.New("result is not a JSON object")
+	}
+	return res, nil
+}
+
+// PreEdit is what a modified pre payload changes in the request.
+type PreEdit struct {
+	// Params maps params members to their new raw JSON values (for
+	// mcpmsg.ReplaceParams).
+	Params map[string][]byte
+	// Headers are the HTTP headers of the payload (families with
+	// HeadersKey), as the plugin left them; nil when absent.
+	Headers map[string]string
+}
+
+// EditOf maps a modified pre payload back onto the request's params: the
+// target name goes to TargetParam (re-encoded), the arguments, when present,
+// to ArgsParam. A route without TargetParam takes no pre hook and has no
+// edit.
+func (r *Route) EditOf(payload json.RawMessage) (PreEdit, error) {
+	f := r.Family
+	var p map[string]json.RawMessage
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return PreEdit{}, fmt.Errorf("%s payload: %w", f.Pre, err)
+	}
+	var name string
+	if v := p[f.TargetKey]; len(v) > 0 {
+		if err := json.Unmarshal(v, &name); err != nil {
+			return PreEdit{}, fmt.Errorf("%s payload: %s: %w", f.Pre, f.TargetKey, err)
+		}
+	}
+	enc, _ := json.Marshal(name)
+	edit := PreEdit{Params: map[string][]byte{r.TargetParam: enc}}
+	if args := p[f.ArgsKey]; r.ArgsParam != "" && len(args) > 0 {
+		edit.Params[r.ArgsParam] = args
+	}
+	if h := p[f.HeadersKey]; f.HeadersKey != "" && len(h) > 0 {
+		if err := json.Unmarshal(h, &edit.Headers); err != nil {
+			return PreEdit{}, fmt.Errorf("%s payload: %s: %w", f.Pre, f.HeadersKey, err)
+		}
+	}
+	return edit, nil
+}
+
+// rawObject encodes {"<key>":"<value>","<rawKey>":<raw>[,"<optKey>":<opt>]}
+// around raw JSON that was validated already; opt is left out when empty.
+func rawObject(key, value, rawKey string, raw []byte, optKey string, opt []byte) (json.RawMessage, error) {
+	b := make([]byte, 0, len(value)+len(raw)+len(opt)+len(key)+len(rawKey)+len(optKey)+16)
+	b = append(b, `{"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	b, err := jsontext.AppendQuote(b, value)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s: %w", key, err)
+	}
+	b = appendMember(b, rawKey, raw)
+	if len(opt) > 0 {
+		b = appendMember(b, optKey, opt)
+	}
+	return append(b, '}'), nil
+}
+
+func appendMember(b []byte, key string, raw []byte) []byte {
+	b = append(b, `,"`...)
+	b = append(b, key...)
+	b = append(b, `":`...)
+	return append(b, raw...)
+}

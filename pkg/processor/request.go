@@ -1,0 +1,196 @@
+package processor
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+)
+
+// requestHeaders decides whether this request can carry a hooked MCP message.
+// Only a POST to an MCP path needs its body; everything else (GET SSE streams,
+// DELETE, non-MCP paths) is told to skip bodies and response headers.
+func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	method, path, authority, encoding := st.readRequestHeaders(h)
+	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
+		return st.passThrough()
+	}
+	if encoding != "identity" {
+		st.encoding = encoding
+	}
+	st.path, st.authority = path, authority
+	if h.GetEndOfStream() {
+		// A POST without a body holds no MCP message; the server answers it.
+		return st.passThrough()
+	}
+	st.phase = phaseRequestBody
+	st.obs.ModeOverride("request_buffered")
+	return st.canned.inspectRequest
+}
+
+func (st *stream) passThrough() *extprocv3.ProcessingResponse {
+	st.phase = phasePassThrough
+	st.obs.ModeOverride("skip")
+	return st.canned.skipAll
+}
+
+// readRequestHeaders keeps what the stream needs from the request headers
+// and returns the ones requestHeaders decides on.
+func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, authority, encoding string) {
+	set := st.snap.Settings
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		// Values are converted to strings only for the headers used.
+		k := hv.GetKey()
+		switch k {
+		case ":method":
+			method = headerValue(hv)
+		case ":path":
+			path = headerValue(hv)
+		case ":authority":
+			authority = headerValue(hv)
+		case "x-request-id":
+			st.requestID = headerValue(hv)
+		case "mcp-session-id":
+			st.sessionID = headerValue(hv)
+		case "content-encoding":
+			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
+		case "traceparent", "tracestate":
+			if st.trace == nil {
+				st.trace = make(http.Header, 3)
+			}
+			st.trace.Set(k, headerValue(hv))
+		}
+		if st.logBodies {
+			st.logHeaders = append(st.logHeaders, k, redactHeader(k, headerValue(hv)))
+		}
+		// Configured headers may name any header, the ones above included.
+		if k == "" {
+			continue
+		}
+		if k == set.UserHeader {
+			st.global.User = userJSON(headerValue(hv))
+		}
+		if k == set.TenantHeader {
+			st.global.TenantID = headerValue(hv)
+		}
+		if k == set.ServerHeader {
+			st.global.ServerID = headerValue(hv)
+		}
+		if forwardHeader(set.ForwardHeaders, k) {
+			if st.forwarded == nil {
+				st.forwarded = make(map[string]string)
+			}
+			st.forwarded[k] = headerValue(hv)
+		}
+	}
+	return method, path, authority, encoding
+}
+
+// requestBody inspects the buffered request body: limits and decoding,
+// parsing, the pre hooks of every hooked message, then the reply (refusal,
+// rewrite, or the body as is).
+func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	if st.phase != phaseRequestBody && st.phase != phaseRequestSeen {
+		return st.canned.requestBodyAsIs
+	}
+	st.phase = phaseRequestSeen
+	body, decoded, refused := st.readRequestBody(b.GetBody())
+	if refused != nil {
+		return refused
+	}
+	msgs, err := mcpmsg.Parse(body)
+	if err != nil {
+		return st.invalidRequest(err)
+	}
+	var ed requestEdits
+	for i := range msgs.Messages {
+		st.preHook(i, &msgs.Messages[i], &ed)
+	}
+	if len(ed.refusals) > 0 {
+		return st.refuse(msgs, ed.refusals)
+	}
+	return st.forwardRequest(body, msgs, &ed, decoded)
+}
+
+// readRequestBody applies the inspection limit and decodes a
+// content-encoded body. A body the sidecar cannot read must not reach the
+// server uninspected: it is decoded, inspected, and forwarded decoded
+// (content-encoding removed), so the server reads exactly what the plugins
+// saw. refused is the reply when the body cannot be inspected.
+func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refused *extprocv3.ProcessingResponse) {
+	max := st.snap.Settings.MaxBodyBytes
+	if max > 0 && int64(len(body)) > max {
+		st.logger().Warn().Int("bytes", len(body)).Int64("limit", max).Msg("refused: request body over the inspection limit")
+		return nil, false, st.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
+			fmt.Sprintf("request body of %d bytes exceeds the inspection limit of %d bytes", len(body), max))
+	}
+	if st.encoding != "" {
+		limit := max
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		dec, err := contentcoding.Decode(st.encoding, body, limit)
+		switch {
+		case errors.Is(err, contentcoding.ErrTooLarge):
+			st.logger().Warn().Str("content_encoding", st.encoding).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
+			return nil, false, st.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
+				fmt.Sprintf("decoded request body exceeds the inspection limit of %d bytes", limit))
+		case err != nil:
+			st.logger().Warn().Err(err).Msg("refused: request body cannot be decoded")
+			return nil, false, st.refuseBody(http.StatusUnsupportedMediaType, "unsupported_encoding",
+				"request body cannot be inspected: "+err.Error())
+		}
+		body, decoded = dec, true
+	}
+	st.obs.BodyInspected("request", len(body))
+	if st.logBodies {
+		st.logger().Debug().Strs("headers", st.logHeaders).Bytes("body", body).Msg("request body (--log-bodies)")
+	}
+	return body, decoded, nil
+}
+
+// refuseBody answers a request whose body cannot be inspected with an
+// id-less JSON-RPC invalid-request error.
+func (st *stream) refuseBody(status int, reason, message string) *extprocv3.ProcessingResponse {
+	st.obs.Immediate(reason)
+	return jsonRPCReply(status, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest, message, nil), false, nil)
+}
+
+// invalidRequest answers a body that is not valid JSON-RPC.
+func (st *stream) invalidRequest(err error) *extprocv3.ProcessingResponse {
+	code, reason := mcpmsg.CodeParseError, err.Error()
+	var id []byte
+	var e *mcpmsg.Error
+	if errors.As(err, &e) {
+		code, reason, id = e.Code, e.Message, e.ID
+	}
+	st.obs.Immediate("invalid_request")
+	st.logger().Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
+	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, code, reason, nil), false, nil)
+}
+
+// forwardRequest lets the request go on: as is when nothing changed, else
+// with the rewritten messages, the headers plugins set, and without
+// content-encoding when the body was decoded.
+func (st *stream) forwardRequest(body []byte, msgs *mcpmsg.Body, ed *requestEdits, decoded bool) *extprocv3.ProcessingResponse {
+	if ed.replaced == nil && ed.headers == nil && !decoded {
+		return st.canned.requestBodyAsIs
+	}
+	if ed.replaced != nil {
+		body = mcpmsg.Join(msgs, ed.replaced)
+	}
+	resp := bodyReply(false, body, true)
+	cr := resp.GetRequestBody().GetResponse()
+	if decoded {
+		cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, "content-encoding")
+	}
+	for k, v := range ed.headers {
+		cr.HeaderMutation.SetHeaders = append(cr.HeaderMutation.SetHeaders, header(k, v))
+	}
+	return resp
+}

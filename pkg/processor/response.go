@@ -1,0 +1,195 @@
+package processor
+
+import (
+	"fmt"
+	"maps"
+	"mime"
+	"net/http"
+	"slices"
+	"strconv"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
+)
+
+// responseHeaders picks the response body mode: NONE when no post hook can
+// apply, BUFFERED for JSON, STREAMED for SSE (docs/extproc-contract.md §3).
+func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
+	if st.phase == phaseRequestBody {
+		// We asked for the request body and never got it: Envoy ignored our
+		// mode_override, so no pre hook ran. Never pass that silently.
+		st.obs.Immediate("internal")
+		st.logger().Error().Msg("request body was never sent: set allow_mode_override: true on the ext_proc filter")
+		return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
+			"mcp-extproc misconfigured: Envoy did not send the request body (allow_mode_override must be true)", nil), false, nil)
+	}
+	if len(st.pending) == 0 || h.GetEndOfStream() {
+		return st.responseNone()
+	}
+	var status int
+	var contentType string
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		switch hv.GetKey() {
+		case ":status":
+			status, _ = strconv.Atoi(headerValue(hv))
+		case "content-type":
+			contentType = headerValue(hv)
+		}
+	}
+	mediaType, _, _ := mime.ParseMediaType(contentType)
+	switch {
+	case status < 200 || status > 299:
+		return st.responseNone()
+	case mediaType == "application/json":
+		st.phase = phaseResponseJSON
+		st.obs.ModeOverride("response_buffered")
+		return st.canned.responseBuffered
+	case mediaType == "text/event-stream":
+		st.phase = phaseResponseSSE
+		st.sse = sse.NewDecoder(int(st.snap.Settings.MaxBodyBytes))
+		st.obs.ModeOverride("response_streamed")
+		// Envoy decided about content-length under the old mode; a rewritten
+		// stream changes the length, so drop it here
+		// (docs/extproc-contract.md §4).
+		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_STREAMED),
+			&extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}})
+	default:
+		return st.responseNone()
+	}
+}
+
+func (st *stream) responseNone() *extprocv3.ProcessingResponse {
+	st.phase = phaseResponseNone
+	st.obs.ModeOverride("response_none")
+	return st.canned.responseNone
+}
+
+// responseBody runs post hooks on a buffered JSON body or on SSE chunks.
+func (st *stream) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
+	switch st.phase {
+	case phaseResponseJSON:
+		return st.bufferedResponse(b.GetBody())
+	case phaseResponseSSE:
+		return st.streamedResponse(b.GetBody(), b.GetEndOfStream())
+	case phaseResponseDropped:
+		return bodyReply(true, []byte{}, false)
+	default:
+		return st.canned.responseBodyAsIs
+	}
+}
+
+func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
+	if max := st.snap.Settings.MaxBodyBytes; max > 0 && int64(len(body)) > max {
+		return st.tooLargeResponse(len(body))
+	}
+	st.obs.BodyInspected("response", len(body))
+	msgs, err := mcpmsg.Parse(body)
+	if err != nil {
+		// The server's own answer is not JSON-RPC: nothing to hook, and the
+		// client will report it. Log, do not rewrite.
+		st.logger().Warn().Err(err).Msg("response body is not valid JSON-RPC; passed unchanged")
+		return st.canned.responseBodyAsIs
+	}
+	replaced := st.postHooks(msgs)
+	if replaced == nil {
+		return st.canned.responseBodyAsIs
+	}
+	return bodyReply(true, mcpmsg.Join(msgs, replaced), true)
+}
+
+// tooLargeResponse applies the on_error policy to a response body that
+// cannot be inspected: fail closed answers every pending id with an error,
+// fail open passes the body unchanged.
+func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
+	max := st.snap.Settings.MaxBodyBytes
+	if !st.pendingFailClosed() {
+		st.logger().Warn().Int("bytes", n).Int64("limit", max).Msg("response over the inspection limit passed uninspected (plugins fail open)")
+		return st.canned.responseBodyAsIs
+	}
+	st.obs.Immediate("too_large")
+	st.logger().Warn().Int("bytes", n).Int64("limit", max).Msg("refused: response over the inspection limit")
+	errs := st.failPending(fmt.Sprintf("response of %d bytes exceeds the inspection limit of %d bytes", n, max))
+	body := errs[0]
+	if len(errs) > 1 {
+		body = joinArray(errs)
+	}
+	return bodyReply(true, body, true)
+}
+
+// failPending answers every pending request with an internal error saying
+// why, in a stable order, and forgets them.
+func (st *stream) failPending(message string) [][]byte {
+	ids := slices.Sorted(maps.Keys(st.pending))
+	errs := make([][]byte, 0, len(ids))
+	for _, id := range ids {
+		errs = append(errs, mcpmsg.ErrorResponse([]byte(id), mcpmsg.CodeInternalError, message, nil))
+	}
+	st.pending = nil
+	return errs
+}
+
+func (st *stream) pendingFailClosed() bool {
+	for _, p := range st.pending {
+		if st.snap.Hooks.FailClosed(p.target.Family.Post) {
+			return true
+		}
+	}
+	return false
+}
+
+// postHooks runs the post hook of every response in msgs whose id is pending
+// and returns the replaced elements, or nil when nothing changed.
+func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
+	var replaced map[int][]byte
+	for i := range msgs.Messages {
+		m := &msgs.Messages[i]
+		if m.Kind != mcpmsg.KindResponse && m.Kind != mcpmsg.KindError {
+			continue
+		}
+		p, ok := st.pending[string(m.ID)]
+		if !ok {
+			continue
+		}
+		delete(st.pending, string(m.ID))
+		if m.Kind == mcpmsg.KindError {
+			continue // the server refused; nothing to inspect
+		}
+		if msg := st.postHook(i, m, p); msg != nil {
+			if replaced == nil {
+				replaced = make(map[int][]byte)
+			}
+			replaced[i] = msg
+		}
+	}
+	return replaced
+}
+
+// postHook runs the post hook on one result and returns the message that
+// replaces it, or nil when it goes on unchanged.
+func (st *stream) postHook(i int, m *mcpmsg.Message, p *pendingCall) []byte {
+	f := p.target.Family
+	payload, err := f.PostPayload(p.target.Name, m.Result)
+	if err != nil {
+		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "response cannot be inspected: "+err.Error(), nil)
+	}
+	out := st.snap.Hooks.Run(st.ctx, f.Post, payload, p.rc, p.target)
+	if r, blocked := st.refusalOf(out, i, m.ID, f.Post); blocked {
+		return r.errorResponse()
+	}
+	if !out.Modified {
+		return nil
+	}
+	result, err := f.ResultOf(out.Payload)
+	var msg []byte
+	if err == nil {
+		msg, err = mcpmsg.ReplaceResult(*m, result)
+	}
+	if err != nil {
+		st.logger().Warn().Err(err).Str("hook", string(f.Post)).Msg("plugin returned an unusable result; refused")
+		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "plugin returned an unusable result: "+err.Error(), nil)
+	}
+	return msg
+}
