@@ -38,3 +38,19 @@ func BenchmarkRecordLookup(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkLookup is a response's lookup alone (a hit), single goroutine.
+func BenchmarkLookup(b *testing.B) {
+	s := New(Options{})
+	const sess = "0b6e1c3a-7d2f-4e88-9c1d-000000000001"
+	id := []byte("42")
+	if err := s.Record(sess, id, Origin{Method: "tools/call", Name: "get-weather"}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.Lookup(sess, id); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
