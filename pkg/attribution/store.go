@@ -41,9 +41,11 @@
 // overhead, its filter and its id). Fields longer than [Options.MaxFieldBytes] are not
 // recorded at all. With the defaults a Store holds at most 65536 request
 // entries and 16384 task entries in at most 24 MiB of accounted bytes
-// (16 MiB requests, 8 MiB tasks); a typical entry (a UUID session id, a small
-// id, a tool name of 20 bytes) accounts for about 270 bytes, so the entry
-// caps bind first at about 22 MiB. Entries also expire: each table has a TTL,
+// (16 MiB requests, 8 MiB tasks). A typical request entry (a UUID session
+// id, a small id, a tool name of 11 bytes) accounts for about 270 bytes plus
+// its share of its session's 400, so the byte budget binds first, at about
+// 55 000 request entries; the live heap measured by TestMemoryFlat is below
+// the accounted bytes (about 230 bytes per entry with 8 entries per session). Entries also expire: each table has a TTL,
 // checked lazily (on insertion at the old end, and on lookup), so the Store
 // runs no goroutine and needs no Close.
 //
