@@ -38,16 +38,17 @@
 // entries per MCP session (so one session cannot evict everyone else's), and
 // a number of accounted bytes (each entry counts a fixed overhead for its
 // struct and map slot, plus its key and origin strings; each session a fixed
-// overhead, its filter and its id). Fields longer than [Options.MaxFieldBytes] are not
-// recorded at all. With the defaults a Store holds at most 65536 request
-// entries and 16384 task entries in at most 24 MiB of accounted bytes
-// (16 MiB requests, 8 MiB tasks). A typical request entry (a UUID session
-// id, a small id, a tool name of 11 bytes) accounts for about 270 bytes plus
-// its share of its session's 400, so the byte budget binds first, at about
-// 55 000 request entries; the live heap measured by TestMemoryFlat is below
-// the accounted bytes (about 230 bytes per entry with 8 entries per session). Entries also expire: each table has a TTL,
-// checked lazily (on insertion at the old end, and on lookup), so the Store
-// runs no goroutine and needs no Close.
+// overhead, its filter and its id). Fields longer than
+// [Options.MaxFieldBytes] are not recorded at all. With the defaults a Store
+// holds at most 65536 request entries and 16384 task entries in at most 24
+// MiB of accounted bytes (16 MiB requests, 8 MiB tasks). A typical request
+// entry (a UUID session id, a small id, a tool name of 11 bytes) accounts for
+// about 270 bytes plus its share of its session's 400, so the byte budget
+// binds first, at about 55 000 request entries; the live heap measured by
+// TestMemoryFlat is below the accounted bytes (about 230 bytes per entry with
+// 8 entries per session). Entries also expire: each table has a TTL, checked
+// lazily (on insertion at the old end, and on lookup), so the Store runs no
+// goroutine and needs no Close.
 //
 // The tables are sharded by session id, each shard behind its own mutex; the
 // global caps are split evenly over the shards.
