@@ -1,7 +1,13 @@
 // Package mcpecho is a small MCP server used as the upstream behind Envoy in
 // the demo, the end-to-end tests and the kind deployment: tools echo and
 // progress, a prompt and a resource, served over Streamable HTTP by the
-// go-sdk.
+// go-sdk ([Handler]). Variants for the paths a result can take besides the
+// POST's own answer: [ResumableHandler] (2025-11-25 with an event store:
+// priming events and replay after Last-Event-ID), [StatelessHandler]
+// (2026-07-28 without sessions, with a tool whose argument is mirrored into
+// an Mcp-Param header) and [TaskServer] (tools as tasks, 2025-11-25 and
+// 2026-07-28 shapes). testdata/mcp-replay holds recorded traffic of these
+// and of the TypeScript SDK's reference server.
 package mcpecho
 
 import (
