@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 	"sync"
@@ -60,7 +61,7 @@ func ValueFromJSON(raw []byte) (*structpb.Value, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cpexpb: decode JSON: %w", err)
 	}
-	if _, err := dec.ReadToken(); err == nil {
+	if _, err := dec.ReadToken(); err != io.EOF {
 		return nil, errors.New("cpexpb: decode JSON: data after the value")
 	}
 	return v, nil
