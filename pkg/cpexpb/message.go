@@ -111,7 +111,7 @@ func ReplyToPB(r *cpex.InvokeHookReply) (*InvokeHookResponse, error) {
 		}
 	}
 	if e := r.Error; e != nil {
-		details, err := structFromMap(e.Details)
+		details, err := StructFromMap(e.Details)
 		if err != nil {
 			return nil, fmt.Errorf("error details: %w", err)
 		}
@@ -145,7 +145,7 @@ func ContextToPB(c *cpex.PluginContext) (*PluginContext, error) {
 		{&out.State, c.State}, {&out.Metadata, c.Metadata},
 		{&out.GlobalContext.State, g.State}, {&out.GlobalContext.Metadata, g.Metadata},
 	} {
-		if *f.dst, err = structFromMap(f.src); err != nil {
+		if *f.dst, err = StructFromMap(f.src); err != nil {
 			return nil, fmt.Errorf("context: %w", err)
 		}
 	}
@@ -208,9 +208,9 @@ func mapOf(s *structpb.Struct) map[string]any {
 	return s.AsMap()
 }
 
-// structFromMap converts a map that holds JSON-decoded values; other Go
+// StructFromMap converts a map of JSON-decoded values (nil gives nil); other Go
 // values (typed slices and maps, structs) go through encoding/json.
-func structFromMap(m map[string]any) (*structpb.Struct, error) {
+func StructFromMap(m map[string]any) (*structpb.Struct, error) {
 	if m == nil {
 		return nil, nil
 	}
