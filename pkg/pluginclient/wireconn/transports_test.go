@@ -30,16 +30,16 @@ type transport struct {
 	name string
 	// listen starts srv on addr ("" picks one) and returns the address and
 	// a function that kills the server (connections cut, no drain).
-	listen func(t *testing.T, srv *pluginserver.Server, addr string) (string, func())
+	listen func(t testing.TB, srv *pluginserver.Server, addr string) (string, func())
 	// dial connects to addr; patient gives a reconnect budget that covers
 	// a restart on a loaded machine, else the defaults (fail fast).
-	dial func(t *testing.T, addr string, patient bool) wireconn.Conn
+	dial func(t testing.TB, addr string, patient bool) wireconn.Conn
 }
 
-func transports(t *testing.T) []transport {
+func transports(t testing.TB) []transport {
 	dir := t.TempDir()
-	grpcListen := func(network string) func(*testing.T, *pluginserver.Server, string) (string, func()) {
-		return func(t *testing.T, srv *pluginserver.Server, addr string) (string, func()) {
+	grpcListen := func(network string) func(testing.TB, *pluginserver.Server, string) (string, func()) {
+		return func(t testing.TB, srv *pluginserver.Server, addr string) (string, func()) {
 			var l net.Listener
 			var err error
 			switch {
@@ -63,8 +63,8 @@ func transports(t *testing.T) []transport {
 			return l.Addr().String(), func() { g.Stop(); <-done }
 		}
 	}
-	grpcDial := func(unix bool) func(*testing.T, string, bool) wireconn.Conn {
-		return func(t *testing.T, addr string, patient bool) wireconn.Conn {
+	grpcDial := func(unix bool) func(testing.TB, string, bool) wireconn.Conn {
+		return func(t testing.TB, addr string, patient bool) wireconn.Conn {
 			target := grpcconn.Target(addr, "")
 			if unix {
 				target = grpcconn.Target("", addr)
@@ -84,7 +84,7 @@ func transports(t *testing.T) []transport {
 		{name: "grpc-tcp", listen: grpcListen("tcp"), dial: grpcDial(false)},
 		{name: "grpc-uds", listen: grpcListen("unix"), dial: grpcDial(true)},
 		{name: "unix-socket",
-			listen: func(t *testing.T, srv *pluginserver.Server, addr string) (string, func()) {
+			listen: func(t testing.TB, srv *pluginserver.Server, addr string) (string, func()) {
 				if addr == "" {
 					addr = filepath.Join(dir, "plugin.sock")
 				}
@@ -97,7 +97,7 @@ func transports(t *testing.T) []transport {
 				go func() { defer close(done); _ = u.Serve(l) }()
 				return addr, func() { _ = u.Close(); <-done }
 			},
-			dial: func(t *testing.T, addr string, patient bool) wireconn.Conn {
+			dial: func(t testing.TB, addr string, patient bool) wireconn.Conn {
 				if patient { // 8 attempts over 2.5 s
 					return unixconn.New(addr, unixconn.Options{ReconnectAttempts: 8, ReconnectDelay: 20 * time.Millisecond})
 				}
