@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpexpb"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
@@ -206,4 +207,10 @@ func classify(what string, err error) error {
 		return fmt.Errorf("%s: %w: %s", what, context.DeadlineExceeded, st.Message())
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// FromConfig returns a connection for a plugin's grpc: section. tlsConf is
+// the client TLS built from g.TLS (nil for plaintext and for uds).
+func FromConfig(g *config.GRPC, tlsConf *tls.Config) (*Conn, error) {
+	return New(Target(g.Target, g.UDS), Options{TLS: tlsConf})
 }

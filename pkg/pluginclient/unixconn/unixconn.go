@@ -26,6 +26,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpexpb"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
@@ -218,8 +219,19 @@ func (c *Conn) exchangeOn(ctx context.Context, s *slot, req, resp proto.Message)
 	if err := s.c.SetDeadline(deadline); err != nil {
 		return fmt.Errorf("%w: %v", wireconn.ErrConnLost, err)
 	}
-	stop := context.AfterFunc(ctx, func() { s.c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// A cancelled ctx unblocks the I/O. If it fires, wait for it before
+	// the connection goes back to the pool, so that its past deadline
+	// cannot land on the next call.
+	conn, fired := s.c, make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(fired)
+		_ = conn.SetDeadline(time.Unix(1, 0))
+	})
+	defer func() {
+		if !stop() {
+			<-fired
+		}
+	}()
 	var err error
 	if s.out, err = cpexpb.AppendFrame(s.out[:0], req); err != nil {
 		return err
@@ -276,4 +288,23 @@ func (c *Conn) dial(ctx context.Context) (net.Conn, error) {
 		}
 	}
 	return nil, fmt.Errorf("%w: dial after %d attempts: %v", wireconn.ErrConnLost, c.opts.ReconnectAttempts, err)
+}
+
+// FromConfig returns a pool for a plugin's unix_socket: section, with
+// poolSize connections (0: DefaultPoolSize).
+func FromConfig(u *config.UnixSocket, poolSize int) *Conn {
+	opts := Options{PoolSize: poolSize}
+	if u.ReconnectAttempts != nil {
+		opts.ReconnectAttempts = *u.ReconnectAttempts
+		if opts.ReconnectAttempts == 0 {
+			opts.ReconnectAttempts = 1 // 0 attempts would mean the default here
+		}
+	}
+	if u.ReconnectDelay != nil {
+		opts.ReconnectDelay = u.ReconnectDelay.Duration
+	}
+	if u.Timeout != nil {
+		opts.Timeout = u.Timeout.Duration
+	}
+	return New(u.Path, opts)
 }
