@@ -48,11 +48,12 @@ USER 65532:65532
 EXPOSE 50052 9090
 ENTRYPOINT ["/usr/local/bin/extproc"]
 
-# The example cpex plugin: MCP (Streamable HTTP) on 8000, path /mcp.
+# The example cpex plugin: MCP (Streamable HTTP) on 8000, path /mcp; cpex gRPC
+# on 50051 when started with --grpc-addr=:50051.
 FROM gcr.io/distroless/static-debian12:nonroot AS example-plugin
 COPY --from=build-example-plugin /out/example-plugin /usr/local/bin/example-plugin
 USER 65532:65532
-EXPOSE 8000
+EXPOSE 8000 50051
 ENTRYPOINT ["/usr/local/bin/example-plugin"]
 
 # The demo MCP server: MCP (Streamable HTTP) on 3000, path /mcp.

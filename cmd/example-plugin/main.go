@@ -1,6 +1,9 @@
 // Command example-plugin is a ContextForge/cpex external plugin server
 // written on pkg/pluginserver: a deny-list and a redaction policy
-// (pkg/pluginserver/policy), served over MCP Streamable HTTP.
+// (pkg/pluginserver/policy), served over MCP Streamable HTTP, and also over
+// gRPC (--grpc-addr host:port, or unix:///abs/path.sock for gRPC over a
+// Unix socket) and cpex's raw Unix-socket transport (--unix-socket PATH)
+// when asked.
 //
 // Usage:
 //
@@ -8,6 +11,7 @@
 //	               [--deny PATTERN]... [--redact PATTERN=REPLACEMENT]...
 //	               [--mode sequential] [--priority 50]
 //	               [--json-response] [--stateless] [--log-level info]
+//	               [--grpc-addr HOST:PORT|unix:///PATH] [--unix-socket PATH]
 //	example-plugin --policy FILE [--addr :8000] ...
 //
 // With flags, every --name (default ExamplePolicy) is served as a plugin
@@ -30,6 +34,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
@@ -64,6 +69,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 // options are the parsed command line.
 type options struct {
 	addr, path, policyFile, mode, logLevel string
+	grpcAddr, unixSocket                   string
 	names, deny, redact                    listFlag
 	priority                               int
 	jsonResponse, stateless                bool
@@ -84,6 +90,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonResponse, "json-response", false, "answer with application/json instead of SSE")
 	fs.BoolVar(&o.stateless, "stateless", false, "keep no MCP sessions (MCP 2026-07-28; older clients served without a session)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", "", "also serve cpex gRPC on host:port, or on unix:///abs/path.sock")
+	fs.StringVar(&o.unixSocket, "unix-socket", "", "also serve cpex's Unix-socket transport on this absolute path")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -92,6 +100,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if !strings.HasPrefix(o.path, "/") {
 		return nil, fmt.Errorf("--path %q must start with /", o.path)
+	}
+	if o.unixSocket != "" && !filepath.IsAbs(o.unixSocket) {
+		return nil, fmt.Errorf("--unix-socket %q must be an absolute path", o.unixSocket)
 	}
 	return &o, nil
 }
@@ -161,6 +172,12 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		}
 	})
 
+	extra, err := startTransports(o, ps, log)
+	if err != nil {
+		return err
+	}
+	defer extra.stop()
+
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", o.addr)
 	if err != nil {
@@ -181,6 +198,10 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
+	case err := <-extra.errc:
+		_ = srv.Close()
+		<-serveErr
+		return err
 	case <-ctx.Done():
 	}
 	log.Info().Msg("shutting down")

@@ -10,7 +10,7 @@ import (
 func checkAll(s snapshot, rd *renderer) []error {
 	var p problems
 	var renders []*rendered
-	for _, dir := range []string{baseDir, kindDir, istioDir} {
+	for _, dir := range []string{baseDir, kindDir, istioDir, transportsDir} {
 		r, errs := rd.render(s, dir)
 		p.errs = append(p.errs, errs...)
 		if r == nil {
@@ -20,7 +20,7 @@ func checkAll(s snapshot, rd *renderer) []error {
 		pods, errs := checkRendered(s, r)
 		p.errs = append(p.errs, errs...)
 		switch dir {
-		case baseDir:
+		case baseDir, transportsDir:
 			n := 0
 			for _, pd := range pods {
 				if pd.envoy != nil {

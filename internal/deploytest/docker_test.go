@@ -14,7 +14,7 @@ import (
 // The images the Dockerfile must build: target → ports it must EXPOSE.
 var dockerTargets = map[string][]int{
 	"extproc":        {50052, 9090},
-	"example-plugin": {8000},
+	"example-plugin": {8000, 50051}, // 50051: cpex gRPC (--grpc-addr)
 	"mcp-echo":       {3000},
 }
 

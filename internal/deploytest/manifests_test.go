@@ -36,6 +36,8 @@ const (
 	baseDir  = "manifests/base"
 	kindDir  = "manifests/overlays/kind"
 	istioDir = "manifests/istio"
+	// An example on top of base: plugins over gRPC and a Unix socket.
+	transportsDir = "manifests/examples/plugin-transports"
 )
 
 // Defaults of the binaries' flags (cmd/extproc, cmd/example-plugin): a

@@ -82,6 +82,7 @@ const (
 	DefaultHealthCheckInterval = 60 * time.Second
 	DefaultReconnectAttempts   = 3
 	DefaultReconnectDelay      = 100 * time.Millisecond
+	DefaultSocketTimeout       = 30 * time.Second // unix_socket.timeout
 	DefaultMaxBodyBytes        = 1 << 20
 	// DefaultHookTimeoutMargin is added to plugin_timeout when
 	// extproc.hook_timeout is not set.
@@ -108,6 +109,8 @@ type Plugin struct {
 	AppliedTo   map[string]any  `yaml:"applied_to,omitempty" json:"applied_to,omitempty"`
 	Config      map[string]any  `yaml:"config,omitempty" json:"config,omitempty"`
 	MCP         *MCP            `yaml:"mcp,omitempty" json:"mcp,omitempty"`
+	GRPC        *GRPC           `yaml:"grpc,omitempty" json:"grpc,omitempty"`
+	UnixSocket  *UnixSocket     `yaml:"unix_socket,omitempty" json:"unix_socket,omitempty"`
 }
 
 // Condition is one entry of a plugin's "conditions": every set field must
@@ -135,6 +138,23 @@ type MCP struct {
 	TLS               *TLS              `yaml:"tls,omitempty" json:"tls,omitempty"`
 	ReconnectAttempts *int              `yaml:"reconnect_attempts,omitempty" json:"reconnect_attempts,omitempty"` // default 3
 	ReconnectDelay    *Seconds          `yaml:"reconnect_delay,omitempty" json:"reconnect_delay,omitempty"`       // default 0.1 s
+}
+
+// GRPC is the gRPC transport of an external plugin: exactly one of Target
+// and UDS.
+type GRPC struct {
+	Target string `yaml:"target,omitempty" json:"target,omitempty"` // host:port
+	UDS    string `yaml:"uds,omitempty" json:"uds,omitempty"`       // absolute socket path: gRPC over a Unix socket
+	TLS    *TLS   `yaml:"tls,omitempty" json:"tls,omitempty"`       // not with UDS
+}
+
+// UnixSocket is cpex's raw Unix-socket transport of an external plugin
+// (length-prefixed protobuf frames).
+type UnixSocket struct {
+	Path              string   `yaml:"path" json:"path"`                                                 // absolute, required
+	ReconnectAttempts *int     `yaml:"reconnect_attempts,omitempty" json:"reconnect_attempts,omitempty"` // default 3
+	ReconnectDelay    *Seconds `yaml:"reconnect_delay,omitempty" json:"reconnect_delay,omitempty"`       // default 0.1 s
+	Timeout           *Seconds `yaml:"timeout,omitempty" json:"timeout,omitempty"`                       // read timeout, default 30 s
 }
 
 // TLS configures the client side of a plugin connection.

@@ -72,16 +72,22 @@ func (c *Config) ApplyDefaults() {
 			if m.ReconnectDelay == nil {
 				m.ReconnectDelay = NewSeconds(DefaultReconnectDelay)
 			}
-			if t := m.TLS; t != nil {
-				t.CertFile = expandHome(t.CertFile)
-				t.KeyFile = expandHome(t.KeyFile)
-				t.CABundle = expandHome(t.CABundle)
-				if t.Verify == nil {
-					t.Verify = ptr(true)
-				}
-				if t.CheckHostname == nil {
-					t.CheckHostname = ptr(true)
-				}
+			m.TLS.applyDefaults()
+		}
+		if g := p.GRPC; g != nil {
+			g.Target, g.UDS = strings.TrimSpace(g.Target), strings.TrimSpace(g.UDS)
+			g.TLS.applyDefaults()
+		}
+		if u := p.UnixSocket; u != nil {
+			u.Path = strings.TrimSpace(u.Path)
+			if u.ReconnectAttempts == nil {
+				u.ReconnectAttempts = ptr(DefaultReconnectAttempts)
+			}
+			if u.ReconnectDelay == nil {
+				u.ReconnectDelay = NewSeconds(DefaultReconnectDelay)
+			}
+			if u.Timeout == nil {
+				u.Timeout = NewSeconds(DefaultSocketTimeout)
 			}
 		}
 	}
@@ -111,6 +117,23 @@ func (c *Config) ApplyDefaults() {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// applyDefaults expands "~/" in the file paths and sets verify and
+// check_hostname (default true); nil t is left alone.
+func (t *TLS) applyDefaults() {
+	if t == nil {
+		return
+	}
+	t.CertFile = expandHome(t.CertFile)
+	t.KeyFile = expandHome(t.KeyFile)
+	t.CABundle = expandHome(t.CABundle)
+	if t.Verify == nil {
+		t.Verify = ptr(true)
+	}
+	if t.CheckHostname == nil {
+		t.CheckHostname = ptr(true)
+	}
+}
 
 func lowerHeader(h string) string { return strings.ToLower(strings.TrimSpace(h)) }
 

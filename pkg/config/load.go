@@ -80,9 +80,6 @@ var (
 	pluginType      = reflect.TypeFor[Plugin]()
 )
 
-// unsupportedTransports are cpex plugin keys for transports other than MCP.
-var unsupportedTransports = map[string]bool{"grpc": true, "unix_socket": true}
-
 func (d *decoder) problem(plugin, path, format string, args ...any) {
 	d.problems = append(d.problems, Problem{Plugin: plugin, Field: path, Message: fmt.Sprintf(format, args...)})
 }
@@ -211,10 +208,6 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, plugin, path strin
 		seen[key] = true
 		idx, ok := fields[key]
 		if !ok {
-			if v.Type() == pluginType && unsupportedTransports[key] {
-				d.problem(plugin, field, "the %s transport is not supported: only external MCP plugins (mcp: {proto: STREAMABLEHTTP}) run in the sidecar", key)
-				continue
-			}
 			d.warn(plugin, field, "unknown key, ignored (line %d)", k.Line)
 			continue
 		}

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -106,11 +107,73 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 	if p.Kind != KindExternal {
 		return // the transport of a plugin that cannot run is not worth checking
 	}
-	if p.MCP == nil {
-		v.problem(label, field("mcp"), "required for an external plugin: mcp: {proto: STREAMABLEHTTP, url: http://host:port/mcp}")
+	v.transport(p, label, field)
+}
+
+// transport checks that an external plugin has exactly one of mcp, grpc
+// and unix_socket (as cpex does), and checks that one.
+func (v *validator) transport(p *Plugin, label string, field func(string) string) {
+	var set []string
+	for _, t := range []struct {
+		name string
+		set  bool
+	}{{"mcp", p.MCP != nil}, {"grpc", p.GRPC != nil}, {"unix_socket", p.UnixSocket != nil}} {
+		if t.set {
+			set = append(set, t.name)
+		}
+	}
+	switch {
+	case len(set) == 0:
+		v.problem(label, field("mcp"), "required for an external plugin: one of mcp: {proto: STREAMABLEHTTP, url: http://host:port/mcp}, grpc: {target: host:port} or unix_socket: {path: /abs/path.sock}")
+		return
+	case len(set) > 1:
+		v.problem(label, field(set[1]), "only one transport per plugin: %s are all set", strings.Join(set, ", "))
 		return
 	}
-	v.mcp(p.MCP, label, field)
+	switch {
+	case p.MCP != nil:
+		v.mcp(p.MCP, label, field)
+	case p.GRPC != nil:
+		v.grpc(p.GRPC, label, field)
+	default:
+		v.unixSocket(p.UnixSocket, label, field)
+	}
+}
+
+func (v *validator) grpc(g *GRPC, label string, field func(string) string) {
+	switch {
+	case g.Target == "" && g.UDS == "":
+		v.problem(label, field("grpc"), "one of target (host:port) and uds (/abs/path.sock) is required")
+	case g.Target != "" && g.UDS != "":
+		v.problem(label, field("grpc.uds"), "target and uds are exclusive")
+	case g.UDS != "" && !filepath.IsAbs(g.UDS):
+		v.problem(label, field("grpc.uds"), "must be an absolute path")
+	case g.UDS != "" && g.TLS != nil:
+		v.problem(label, field("grpc.tls"), "not supported with a Unix domain socket (grpc.uds)")
+	case g.Target != "":
+		if host, port, err := net.SplitHostPort(g.Target); err != nil || host == "" || port == "" {
+			v.problem(label, field("grpc.target"), "must be host:port, got %q", g.Target)
+		}
+	}
+	v.tls(g.TLS, label, field, "grpc.tls")
+}
+
+func (v *validator) unixSocket(u *UnixSocket, label string, field func(string) string) {
+	switch {
+	case u.Path == "":
+		v.problem(label, field("unix_socket.path"), "required: the plugin server's socket, e.g. /var/run/plugins/pii.sock")
+	case !filepath.IsAbs(u.Path):
+		v.problem(label, field("unix_socket.path"), "must be an absolute path")
+	}
+	if u.ReconnectAttempts != nil && *u.ReconnectAttempts < 0 {
+		v.problem(label, field("unix_socket.reconnect_attempts"), "must not be negative")
+	}
+	if u.ReconnectDelay != nil && u.ReconnectDelay.Duration < 0 {
+		v.problem(label, field("unix_socket.reconnect_delay"), "must not be negative")
+	}
+	if u.Timeout != nil && u.Timeout.Duration <= 0 {
+		v.problem(label, field("unix_socket.timeout"), "must be positive")
+	}
 }
 
 func (v *validator) mcp(m *MCP, label string, field func(string) string) {
@@ -149,16 +212,22 @@ func (v *validator) mcp(m *MCP, label string, field func(string) string) {
 	if m.ReconnectDelay != nil && m.ReconnectDelay.Duration < 0 {
 		v.problem(label, field("mcp.reconnect_delay"), "must not be negative")
 	}
-	if t := m.TLS; t != nil {
-		v.file(label, field("mcp.tls.certfile"), t.CertFile)
-		v.file(label, field("mcp.tls.keyfile"), t.KeyFile)
-		v.file(label, field("mcp.tls.ca_bundle"), t.CABundle)
-		if t.KeyFile != "" && t.CertFile == "" {
-			v.problem(label, field("mcp.tls.keyfile"), "requires certfile")
-		}
-		if !t.VerifyEnabled() {
-			v.warn(label, field("mcp.tls.verify"), "false: the plugin server's certificate is not verified")
-		}
+	v.tls(m.TLS, label, field, "mcp.tls")
+}
+
+// tls checks a tls section (at path) of a plugin transport.
+func (v *validator) tls(t *TLS, label string, field func(string) string, path string) {
+	if t == nil {
+		return
+	}
+	v.file(label, field(path+".certfile"), t.CertFile)
+	v.file(label, field(path+".keyfile"), t.KeyFile)
+	v.file(label, field(path+".ca_bundle"), t.CABundle)
+	if t.KeyFile != "" && t.CertFile == "" {
+		v.problem(label, field(path+".keyfile"), "requires certfile")
+	}
+	if !t.VerifyEnabled() {
+		v.warn(label, field(path+".verify"), "false: the plugin server's certificate is not verified")
 	}
 }
 

@@ -292,11 +292,16 @@ func (ep *endpoint) invokeHook(ctx context.Context, req *mcp.CallToolRequest) (*
 // reply the tool sends. It never fails: every problem becomes an error reply.
 func (s *Server) Invoke(ctx context.Context, rawArgs json.RawMessage) *cpex.InvokeHookReply {
 	var args cpex.InvokeHookArgs
-	if err := json.Unmarshal(rawArgs, &args); err != nil || args.PluginName == "" || args.HookType == "" {
-		if err == nil {
-			err = errors.New("hook_type and plugin_name are required")
-		}
+	if err := json.Unmarshal(rawArgs, &args); err != nil {
 		return errorReply(args.PluginName, CodeInvalidArgs, fmt.Sprintf("invoke_hook: invalid arguments: %v", err))
+	}
+	return s.invoke(ctx, args)
+}
+
+// invoke runs decoded invoke_hook arguments; every transport ends here.
+func (s *Server) invoke(ctx context.Context, args cpex.InvokeHookArgs) *cpex.InvokeHookReply {
+	if args.PluginName == "" || args.HookType == "" {
+		return errorReply(args.PluginName, CodeInvalidArgs, "invoke_hook: invalid arguments: hook_type and plugin_name are required")
 	}
 	p, ok := s.lookup(args.PluginName)
 	if !ok {

@@ -1,0 +1,216 @@
+// Package grpcconn is the client of a cpex plugin server over gRPC (TCP,
+// with optional TLS or mutual TLS, or gRPC over a Unix socket): one
+// grpc.ClientConn per plugin server, multiplexing every call over HTTP/2.
+//
+// Errors follow [wireconn]: a call that got no answer (status UNAVAILABLE)
+// is retried once, after waiting up to [Options.RetryWait] for the
+// connection to come back, and then wraps [wireconn.ErrConnLost]. A
+// plugin-reported error comes back with status OK and is in the reply.
+package grpcconn
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpexpb"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
+)
+
+// Defaults of [Options].
+const (
+	DefaultReconnectDelay = 100 * time.Millisecond
+	DefaultMaxBackoff     = 2 * time.Second
+	DefaultRetryWait      = time.Second
+	// Keepalive pings only while a call is open, no more often than once a
+	// minute: inside the default enforcement policy of grpc-go and Python
+	// gRPC servers (which answer more frequent pings with GOAWAY), and
+	// enough to find a peer that vanished without a reset (a node lost in
+	// Kubernetes) while a long call waits.
+	DefaultKeepaliveTime    = 60 * time.Second
+	DefaultKeepaliveTimeout = 20 * time.Second
+)
+
+// Options configures a [Conn]. The zero value is plaintext with defaults.
+type Options struct {
+	// TLS, when set, secures the connection (set Certificates for mutual
+	// TLS). Nil: plaintext, as for gRPC over a Unix socket.
+	TLS *tls.Config
+	// ReconnectDelay is the first delay between reconnection attempts,
+	// growing to MaxBackoff (cpex's reconnect_delay; default 0.1 s).
+	ReconnectDelay time.Duration
+	// MaxBackoff caps the delay between reconnection attempts (default 2 s).
+	MaxBackoff time.Duration
+	// RetryWait bounds how long the one retry of a call that got no answer
+	// waits for the connection to be ready again (default 1 s; always
+	// within the call's own deadline).
+	RetryWait time.Duration
+	// DialOptions are appended to the ones built here.
+	DialOptions []grpc.DialOption
+}
+
+// Conn is a gRPC connection to one plugin server. It is safe for
+// concurrent use and implements [wireconn.Conn].
+type Conn struct {
+	cc        *grpc.ClientConn
+	plugins   cpexpb.PluginServiceClient
+	health    cpexpb.HealthClient
+	retryWait time.Duration
+}
+
+var _ wireconn.Conn = (*Conn)(nil)
+
+// Target is the gRPC target of a grpc: plugin section: "unix://"+uds for a
+// Unix socket, else target (host:port, resolved with DNS).
+func Target(target, uds string) string {
+	if uds != "" {
+		return "unix://" + uds
+	}
+	return "dns:///" + target
+}
+
+// New returns a connection to target (see [Target]). It does not connect:
+// the first call does, and the connection is re-established after a loss.
+func New(target string, opts Options) (*Conn, error) {
+	if opts.ReconnectDelay <= 0 {
+		opts.ReconnectDelay = DefaultReconnectDelay
+	}
+	if opts.MaxBackoff <= 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.RetryWait <= 0 {
+		opts.RetryWait = DefaultRetryWait
+	}
+	creds := insecure.NewCredentials()
+	if opts.TLS != nil {
+		creds = credentials.NewTLS(opts.TLS)
+	}
+	bo := backoff.DefaultConfig
+	bo.BaseDelay, bo.MaxDelay = opts.ReconnectDelay, opts.MaxBackoff
+	dial := append([]grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout}),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cpexpb.MaxFrameSize)),
+	}, opts.DialOptions...)
+	cc, err := grpc.NewClient(target, dial...)
+	if err != nil {
+		return nil, fmt.Errorf("grpc client for %s: %w", target, err)
+	}
+	return &Conn{cc: cc, plugins: cpexpb.NewPluginServiceClient(cc), health: cpexpb.NewHealthClient(cc), retryWait: opts.RetryWait}, nil
+}
+
+// PluginConfig implements [wireconn.Conn.PluginConfig].
+func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error) {
+	var resp *cpexpb.GetPluginConfigResponse
+	err := c.call(ctx, "GetPluginConfig", func(ctx context.Context, o ...grpc.CallOption) (err error) {
+		resp, err = c.plugins.GetPluginConfig(ctx, &cpexpb.GetPluginConfigRequest{Name: name}, o...)
+		return err
+	})
+	if err != nil || !resp.GetFound() {
+		return nil, false, err
+	}
+	raw, err := cpexpb.StructToJSON(nil, resp.GetConfig())
+	if err != nil {
+		return nil, false, fmt.Errorf("plugin config %s: %w", name, err)
+	}
+	return raw, true, nil
+}
+
+// InvokeHook implements [wireconn.Conn.InvokeHook].
+func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	req, err := cpexpb.NewInvokeHookRequest(hook, plugin, payload, pctx)
+	if err != nil {
+		return nil, fmt.Errorf("invoke_hook %s/%s: %w", plugin, hook, err)
+	}
+	var resp *cpexpb.InvokeHookResponse
+	err = c.call(ctx, "InvokeHook", func(ctx context.Context, o ...grpc.CallOption) (err error) {
+		resp, err = c.plugins.InvokeHook(ctx, req, o...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	reply, err := cpexpb.ReplyFromPB(resp)
+	if err != nil {
+		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w", plugin, hook, err)
+	}
+	return reply, nil
+}
+
+// Health implements [wireconn.Conn.Health] with cpex.Health/Check (cpex
+// servers do not serve grpc.health.v1).
+func (c *Conn) Health(ctx context.Context) error {
+	var resp *cpexpb.HealthCheckResponse
+	err := c.call(ctx, "Health", func(ctx context.Context, o ...grpc.CallOption) (err error) {
+		resp, err = c.health.Check(ctx, &cpexpb.HealthCheckRequest{}, o...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if s := resp.GetStatus(); s != cpexpb.HealthCheckResponse_SERVING {
+		return fmt.Errorf("plugin server health: %s", s)
+	}
+	return nil
+}
+
+// Close implements [wireconn.Conn.Close].
+func (c *Conn) Close() error { return c.cc.Close() }
+
+// call runs one RPC, retrying once a call that got no answer: the retry
+// waits for the connection to be ready for at most retryWait (inside ctx).
+func (c *Conn) call(ctx context.Context, what string, rpc func(context.Context, ...grpc.CallOption) error) error {
+	err := classify(what, rpc(ctx))
+	if !errors.Is(err, wireconn.ErrConnLost) || ctx.Err() != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, c.retryWait)
+	defer cancel()
+	retryErr := rpc(rctx, grpc.WaitForReady(true))
+	if retryErr != nil && rctx.Err() != nil && ctx.Err() == nil {
+		return err // the connection did not come back in time: the first loss stands
+	}
+	return classify(what, retryErr)
+}
+
+// classify maps a gRPC error: UNAVAILABLE (nothing answered) wraps
+// ErrConnLost; a closed client is ErrClosed; deadline and cancellation
+// wrap the context errors; other statuses were answered by the server.
+func classify(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	st, _ := status.FromError(err)
+	switch st.Code() {
+	case codes.Unavailable:
+		return fmt.Errorf("%s: %w: %s", what, wireconn.ErrConnLost, st.Message())
+	case codes.Canceled:
+		if errors.Is(err, grpc.ErrClientConnClosing) || st.Message() == grpc.ErrClientConnClosing.Error() {
+			return fmt.Errorf("%s: %w", what, wireconn.ErrClosed)
+		}
+		return fmt.Errorf("%s: %w: %s", what, context.Canceled, st.Message())
+	case codes.DeadlineExceeded:
+		return fmt.Errorf("%s: %w: %s", what, context.DeadlineExceeded, st.Message())
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// FromConfig returns a connection for a plugin's grpc: section. tlsConf is
+// the client TLS built from g.TLS (nil for plaintext and for uds).
+func FromConfig(g *config.GRPC, tlsConf *tls.Config) (*Conn, error) {
+	return New(Target(g.Target, g.UDS), Options{TLS: tlsConf})
+}

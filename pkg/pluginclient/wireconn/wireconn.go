@@ -1,0 +1,42 @@
+// Package wireconn is what the plugin connections of the protobuf
+// transports (gRPC in grpcconn, the raw Unix socket in unixconn) have in
+// common: the four methods a caller uses, and the errors they report.
+//
+// Neither transport has a session: a plugin server restart is a broken
+// connection, and reconnecting is all the recovery needed. Both report a
+// call that got no answer from the wire (connection refused, reset, closed
+// before the reply) with an error wrapping [ErrConnLost], and retry such a
+// call once on a fresh connection before reporting it. A reply the plugin
+// sends with its error field set is not an error of these methods: it is
+// in [cpex.InvokeHookReply.Error].
+package wireconn
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// Conn is one plugin server reached over a protobuf transport.
+type Conn interface {
+	// PluginConfig returns the config (a JSON object) of the named plugin,
+	// looked up ignoring case, and whether the server knows it.
+	PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error)
+	// InvokeHook runs one hook of one plugin.
+	InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error)
+	// Health reports whether the plugin server answers (cpex.Health/Check
+	// on gRPC; a config listing on the Unix socket).
+	Health(ctx context.Context) error
+	// Close releases the connections; later calls fail with ErrClosed.
+	Close() error
+}
+
+// ErrConnLost is wrapped by errors of calls that got no answer from the
+// wire: the server refused or reset the connection, or it closed before
+// the reply. The call may not have reached the plugin.
+var ErrConnLost = errors.New("plugin connection lost")
+
+// ErrClosed is returned by calls on a closed Conn.
+var ErrClosed = errors.New("plugin connection closed")
