@@ -708,6 +708,9 @@ func TestStreamEnd(t *testing.T) {
 		if err != nil || res.Status != 200 {
 			t.Fatalf("graceful %v: err %v, status %d", graceful, err, res.Status)
 		}
+		if !graceful && hasNote(res, "did not end the stream") {
+			t.Errorf("default: the fake waited for the server after the half-close: %q", res.Notes)
+		}
 		got := <-ended
 		switch {
 		case graceful && got != nil:
