@@ -496,6 +496,7 @@ func (x *exchange) post(ctx context.Context, m *extprocv3.ProcessingRequest) (se
 			ResponseBodyMode: x.cfg.GetResponseBodyMode(),
 		}
 	}
+	m.ObservabilityMode = x.f.ObservabilityMode
 	x.res.Sent = append(x.res.Sent, m)
 	// A send error means the stream ended; the receiver reports how.
 	x.st.send(m)

@@ -209,6 +209,11 @@ func TestObservabilityMode(t *testing.T) {
 			if res.Status != 200 || string(res.Body) != "ok" || res.Headers.Get("X-Seen") != "" || res.UpstreamRequest.Headers.Get("X-Seen") != "" {
 				t.Errorf("status %d, body %q, headers %v: want the exchange unprocessed", res.Status, res.Body, res.Headers)
 			}
+			for _, m := range res.Sent {
+				if !m.GetObservabilityMode() {
+					t.Errorf("message %q without observability_mode", summary([]*extprocv3.ProcessingRequest{m}))
+				}
+			}
 			if len(res.Ignored) != tt.ignored {
 				t.Errorf("Ignored = %d replies, want %d", len(res.Ignored), tt.ignored)
 			}
