@@ -75,6 +75,9 @@ func TestWriterZerolog(t *testing.T) {
 		{"three large fields", func(l zerolog.Logger) {
 			l.Info().Str("a", mib[:20000]).Str("b", mib[:30000]).Str("c", strings.Repeat("<\x01", 9000)).Msg("m")
 		}, map[string]string{"message": "m"}, []string{"b"}},
+		{"value that grows when re-encoded (U+2028 is escaped)", func(l zerolog.Logger) {
+			l.Info().Str("v", strings.Repeat("\u2028", 6000)).Msg("m")
+		}, map[string]string{"message": "m"}, []string{"v"}},
 		{"escaping-heavy value", func(l zerolog.Logger) {
 			l.Info().Str("v", strings.Repeat("\x00", 1<<16)).Msg("m")
 		}, map[string]string{"message": "m"}, []string{"v"}},
