@@ -19,7 +19,8 @@ FUZZMINIMIZE ?= 200x
 FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse ./pkg/processor:FuzzRequestBody \
 	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand \
 	./pkg/pluginclient:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
-	./pkg/attribution:FuzzOps ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror
+	./pkg/attribution:FuzzOps ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
+	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap
 
 .PHONY: all build test vet fmt-check unit fuzz demo bench deps clean
 

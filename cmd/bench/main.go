@@ -1,6 +1,7 @@
-// Command bench measures mcp-extproc against a do-nothing ext_proc server
-// and against the plugins' own time, and prints the ratio table (see
-// docs/benchmarks.md). It is what `make bench` runs:
+// Command bench measures mcp-extproc against two baseline ext_proc servers
+// (one that asks for nothing, one that asks for the same bodies) and against
+// the plugins' own time, and prints the ratio tables with the ext_proc
+// message count of each target (see docs/benchmarks.md). It is what `make bench` runs:
 //
 //	go run ./cmd/bench [-only passthrough,one-plugin] [-markdown] [-quick]
 //	                   [-cpuprofile cpu.out] [-memprofile mem.out]

@@ -130,6 +130,46 @@ func TestDriver(t *testing.T) {
 	}
 }
 
+// The do-nothing baseline takes Envoy's default two messages whatever the
+// exchange: no body, however the request looks.
+func TestNothingTakesTwoMessages(t *testing.T) {
+	list26, err := ToolsList2026()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := headerValue(list26.RequestHeaders, "mcp-method"); got != "tools/list" {
+		t.Errorf("mcp-method = %q", got)
+	}
+	if got := headerValue(list26.RequestHeaders, "mcp-protocol-version"); got != "2026-07-28" {
+		t.Errorf("mcp-protocol-version = %q", got)
+	}
+	get := GetSSE(3)
+	if get.RequestBody != nil || headerValue(get.RequestHeaders, ":method") != "GET" || headerValue(get.RequestHeaders, "last-event-id") != "" {
+		t.Errorf("GetSSE is not a plain GET: %+v", get.RequestHeaders)
+	}
+	for _, x := range []*Exchange{list26, get} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		p := Prepare(x)
+		o, err := (&Driver{}).Do(ctx, Pipe(NewNothing()), p)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o.Messages != 2 || o.Delivered != p.ResponseLen() {
+			t.Errorf("%d messages, %d of %d bytes delivered; want 2 and all", o.Messages, o.Delivered, p.ResponseLen())
+		}
+	}
+}
+
+func headerValue(hs []Header, k string) string {
+	for _, h := range hs {
+		if h.Key == k {
+			return h.Value
+		}
+	}
+	return ""
+}
+
 // scripted answers each message with what reply returns for it.
 type scripted struct {
 	extprocv3.UnimplementedExternalProcessorServer

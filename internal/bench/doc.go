@@ -14,9 +14,14 @@
 //     internal/sidecar.Run: config, plugin pool, executor, processor, gRPC
 //     server with health, admin server) with a cpex YAML config and real
 //     plugin servers (pkg/pluginserver) on loopback.
-//   - The baseline is [Minimal], a do-nothing ExternalProcessor that answers
-//     CONTINUE to every message, asking for the same request body mode as the
-//     sidecar (BUFFERED), so both read the body.
+//   - Two baselines. [NewNothing] is the floor: an ExternalProcessor that
+//     answers CONTINUE to every message and asks for no body, so Envoy sends
+//     request headers and response headers only. [Minimal] answers the same
+//     way but asks for the body modes the sidecar asks for (request body
+//     BUFFERED), so it isolates the sidecar's own work from the cost of its
+//     messages. Each ext_proc message is a gRPC round trip through Envoy,
+//     so the message counts (printed per row) explain most of the gap to
+//     the floor.
 //   - Where plugins run, the baseline adds the plugins' own time: after the
 //     exchange with Minimal, the same invoke_hook calls (same payload, same
 //     context shape) are made directly with the go-sdk client ([Direct]),
@@ -29,8 +34,8 @@
 // processing mode, honours mode_override exactly as Envoy does (header modes
 // left DEFAULT keep the configured ones, both body modes are taken
 // literally), checks that each reply carries the matching oneof, applies
-// body mutations to what the client receives, and half-closes the stream at
-// the end, expecting the server to end it cleanly. It does not validate
+// body mutations to what the client receives, and at the end half-closes
+// and resets the stream at once, as Envoy does by default. It does not validate
 // header mutations or run per-message timers the way internal/envoytest
 // does; that fake spends a goroutine per send and records every message,
 // which would dominate the figures. There is no upstream: the response

@@ -43,6 +43,16 @@ func NewMinimal(requestBody, responseBody filterv3.ProcessingMode_BodySendMode) 
 	}
 }
 
+// NewNothing returns the do-nothing baseline: a Minimal that asks for no
+// body at all (no mode_override), so Envoy's default modes apply: request
+// headers and response headers, nothing else. It is the floor any ext_proc
+// server pays: two messages per exchange.
+func NewNothing() *Minimal {
+	m := NewMinimal(filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_NONE)
+	m.reqHeaders = &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}}}
+	return m
+}
+
 // Process implements [extprocv3.ExternalProcessorServer.Process].
 func (m *Minimal) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	for {

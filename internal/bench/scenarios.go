@@ -231,103 +231,8 @@ func toolPrePayload() json.RawMessage {
 	return b
 }
 
-// passthrough: traffic no plugin applies to, sidecar vs Minimal.
-func (r *runner) passthrough(ctx context.Context) (err error) {
-	var cl closers
-	defer func() { err = errors.Join(err, cl.close()) }()
-	guard, err := StartPlugin(DelayPlugin("Guard", 0, cpex.ToolPreInvoke, cpex.ToolPostInvoke))
-	if err != nil {
-		return err
-	}
-	cl.add(guard)
-	mini, err := Serve("minimal", NewMinimal(filterv3.ProcessingMode_BUFFERED, filterv3.ProcessingMode_NONE))
-	if err != nil {
-		return err
-	}
-	cl.add(mini)
-	sidecars := map[string]PluginSpec{
-		"pre-cond":  {Name: "Guard", URL: guard.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}, Tools: []string{"other"}},
-		"prompt":    {Name: "Guard", URL: guard.URL, Hooks: []cpex.HookType{cpex.PromptPreFetch}},
-		"both-cond": {Name: "Guard", URL: guard.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke, cpex.ToolPostInvoke}, Tools: []string{"other"}},
-	}
-	eps := map[string]*Endpoint{}
-	for _, k := range []string{"pre-cond", "prompt", "both-cond"} {
-		ep, err := StartSidecar(ctx, "sidecar", SidecarConfig(0, sidecars[k]))
-		if err != nil {
-			return fmt.Errorf("sidecar %s: %w", k, err)
-		}
-		cl.add(ep)
-		eps[k] = ep
-	}
-	list, err := ToolsList()
-	if err != nil {
-		return err
-	}
-	call, err := ToolsCall()
-	if err != nil {
-		return err
-	}
-	big, err := ToolsCallWithArgs(r.bigArgsBytes)
-	if err != nil {
-		return err
-	}
-	cases := []struct {
-		label, short, sidecar string
-		x                     *Exchange
-	}{
-		{"tools/list; plugin on tool_pre_invoke, conditions tools: [other]", "tools/list", "pre-cond", list},
-		{"tools/call echo; same plugin (conditions do not match)", "tools/call cond-miss", "pre-cond", call},
-		{fmt.Sprintf("tools/call echo, %d KiB arguments; same plugin (conditions do not match)", r.bigArgsBytes>>10), "tools/call big cond-miss", "pre-cond", big},
-		{"tools/call echo; plugin on prompt_pre_fetch only", "tools/call hook-miss", "prompt", call},
-		{"tools/call echo; plugin on tool_pre_invoke+tool_post_invoke, conditions tools: [other]", "tools/call pre+post cond-miss", "both-cond", call},
-	}
-	t := Table{
-		Title: "1. Passthrough: traffic no plugin applies to (sequential, one stream at a time)",
-		Header: []string{"workload", "msgs sc/min", "sidecar p50", "p99", "minimal p50", "p99",
-			"ratio p50", "ratio p99", "thrpt sc", "thrpt min", "allocs/op sc", "min", "B/op sc", "min"},
-		Notes: []string{
-			"sidecar: internal/sidecar.Run with the config named in the row; minimal: CONTINUE to everything, request body BUFFERED, response body NONE.",
-			"msgs: ext_proc messages per exchange (request headers, request body, response headers[, response body chunks]).",
-			"allocs/op and B/op: whole process (driver, gRPC client and server, server under test) per exchange.",
-		},
-	}
-	d := &Driver{}
-	for _, c := range cases {
-		p := Prepare(c.x)
-		ok := untouched(p)
-		sc := eps[c.sidecar]
-		oa, err := probe(ctx, d, sc, p, ok)
-		if err != nil {
-			return err
-		}
-		ob, err := probe(ctx, d, mini, p, ok)
-		if err != nil {
-			return err
-		}
-		cmp, err := Compare(ctx, r.seq, exchangeOp(d, sc, p, ok), exchangeOp(d, mini, p, ok))
-		if err != nil {
-			return err
-		}
-		a, b := cmp.Median(0), cmp.Median(1)
-		rp50, rp99 := cmp.Ratio(0, 1, MetricP50), cmp.Ratio(0, 1, MetricP99)
-		t.Rows = append(t.Rows, []string{c.label, fmt.Sprintf("%d/%d", oa.Messages, ob.Messages),
-			dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), ratio(rp50), ratio(rp99),
-			rate(a.Throughput), rate(b.Throughput), count(a.AllocsPerOp), count(b.AllocsPerOp),
-			kib(a.BytesPerOp), kib(b.BytesPerOp)})
-		r.rep.Checks = append(r.rep.Checks,
-			Check{Name: "passthrough " + c.short + " p50", Ratio: rp50, Target: Target},
-			Check{Name: "passthrough " + c.short + " p99", Ratio: rp99, Target: Target})
-		r.logf("passthrough %s: sidecar p50 %s, minimal p50 %s, ratio %.3f", c.short, dur(a.P50), dur(b.P50), rp50)
-	}
-	if n := guard.Calls(); n != 0 {
-		return fmt.Errorf("the plugin was called %d times on traffic it does not apply to", n)
-	}
-	r.rep.Tables = append(r.rep.Tables, t)
-	return nil
-}
-
 // onePlugin: tools/call with one enforcing plugin vs Minimal + the same
-// invoke_hook called directly.
+// invoke_hook called directly, and vs the do-nothing server + that call.
 func (r *runner) onePlugin(ctx context.Context) (err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
@@ -345,6 +250,11 @@ func (r *runner) onePlugin(ctx context.Context) (err error) {
 		return err
 	}
 	cl.add(mini)
+	none, err := Serve("nothing", NewNothing())
+	if err != nil {
+		return err
+	}
+	cl.add(none)
 	sc, err := StartSidecar(ctx, "sidecar", SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}))
 	if err != nil {
 		return err
@@ -364,6 +274,15 @@ func (r *runner) onePlugin(ctx context.Context) (err error) {
 	d := &Driver{}
 	call := hookCall{d: direct, hook: cpex.ToolPreInvoke, payload: toolPrePayload(), pctx: pluginContext()}
 	a, b := exchangeOp(d, sc, p, ok), baselineOp(d, mini, p, ok, false, false, call)
+	c := baselineOp(d, none, p, ok, false, false, call)
+	var msgs [3]int
+	for i, ep := range []*Endpoint{sc, mini, none} {
+		o, err := probe(ctx, d, ep, p, nil)
+		if err != nil {
+			return err
+		}
+		msgs[i] = o.Messages
+	}
 	before := ps.Calls()
 	if _, err := a(ctx); err != nil {
 		return err
@@ -371,28 +290,34 @@ func (r *runner) onePlugin(ctx context.Context) (err error) {
 	if ps.Calls() != before+1 {
 		return fmt.Errorf("the sidecar called the plugin %d times for one tools/call, want 1", ps.Calls()-before)
 	}
-	cmp, err := Compare(ctx, r.seq, a, b)
+	cmp, err := Compare(ctx, r.seq, a, b, c)
 	if err != nil {
 		return err
 	}
-	sa, sb := cmp.Median(0), cmp.Median(1)
+	sa, sb, sn := cmp.Median(0), cmp.Median(1), cmp.Median(2)
 	rp50, rp99 := cmp.Ratio(0, 1, MetricP50), cmp.Ratio(0, 1, MetricP99)
+	np50, np99 := cmp.Ratio(0, 2, MetricP50), cmp.Ratio(0, 2, MetricP99)
 	r.rep.Tables = append(r.rep.Tables, Table{
 		Title: "2. One enforcing plugin: tools/call echo (policy plugin on tool_pre_invoke, sequential, on_error fail)",
-		Header: []string{"sidecar p50", "p99", "baseline p50", "p99", "of which plugin p50",
-			"overhead p50", "ratio p50", "ratio p99", "thrpt sc", "thrpt base", "allocs/op sc", "base"},
-		Rows: [][]string{{dur(sa.P50), dur(sa.P99), dur(sb.P50), dur(sb.P99), dur(sb.Plugins50),
-			signedDur(sa.P50 - sb.P50), ratio(rp50), ratio(rp99), rate(sa.Throughput), rate(sb.Throughput),
-			count(sa.AllocsPerOp), count(sb.AllocsPerOp)}},
+		Header: []string{"msgs sc/min/none", "sidecar p50", "p99", "min+plugin p50", "p99", "none+plugin p50", "p99",
+			"of which plugin p50", "overhead / none p50", "p50 / none", "p99 / none", "p50 / min", "p99 / min",
+			"thrpt sc", "thrpt none", "allocs/op sc", "min", "none"},
+		Rows: [][]string{{fmt.Sprintf("%d/%d/%d", msgs[0], msgs[1], msgs[2]), dur(sa.P50), dur(sa.P99), dur(sb.P50), dur(sb.P99),
+			dur(sn.P50), dur(sn.P99), dur(sn.Plugins50), signedDur(sa.P50 - sn.P50),
+			ratio(np50), ratio(np99), ratio(rp50), ratio(rp99), rate(sa.Throughput), rate(sn.Throughput),
+			count(sa.AllocsPerOp), count(sb.AllocsPerOp), count(sn.AllocsPerOp)}},
 		Notes: []string{
-			"baseline: the exchange with minimal, then invoke_hook on the same plugin server with the go-sdk client (same payload and context shape), one after the other.",
-			"overhead = sidecar − baseline (medians).",
+			"min+plugin: the exchange with minimal (same body modes as the sidecar), then invoke_hook on the same plugin server with the go-sdk client (same payload and context shape), one after the other; none+plugin: the same with the do-nothing server (request and response headers only).",
+			"overhead / none = sidecar − none+plugin (medians).",
 		},
 	})
 	r.rep.Checks = append(r.rep.Checks,
-		Check{Name: "one plugin p50", Ratio: rp50, Target: Target},
-		Check{Name: "one plugin p99", Ratio: rp99, Target: Target})
-	r.logf("one plugin: sidecar p50 %s, baseline p50 %s (plugin %s), ratio %.3f", dur(sa.P50), dur(sb.P50), dur(sb.Plugins50), rp50)
+		Check{Name: "one plugin p50 / minimal+plugin", Ratio: rp50, Target: Target},
+		Check{Name: "one plugin p99 / minimal+plugin", Ratio: rp99, Target: Target},
+		Check{Name: "one plugin p50 / nothing+plugin", Ratio: np50, Target: Target},
+		Check{Name: "one plugin p99 / nothing+plugin", Ratio: np99, Target: OnePluginP99Target})
+	r.logf("one plugin: msgs %v, sidecar p50 %s, min+plugin %s, none+plugin %s (plugin %s); /none %.3f, /min %.3f",
+		msgs, dur(sa.P50), dur(sb.P50), dur(sn.P50), dur(sn.Plugins50), np50, rp50)
 	return nil
 }
 

@@ -120,6 +120,66 @@ func ToolsCallWithArgs(n int) (*Exchange, error) {
 	return x, nil
 }
 
+// ToolsList2026 is [ToolsList] sent by a client speaking MCP 2026-07-28,
+// which names the method in a header (Mcp-Method) so that a server, or this
+// sidecar, can decide at request-headers time.
+func ToolsList2026() (*Exchange, error) {
+	x, err := ToolsList()
+	if err != nil {
+		return nil, err
+	}
+	var hs []Header
+	for _, h := range x.RequestHeaders {
+		switch h.Key {
+		case "mcp-protocol-version":
+			hs = append(hs, Header{"mcp-method", "tools/list"}, Header{h.Key, "2026-07-28"})
+		default:
+			hs = append(hs, h)
+		}
+	}
+	x.RequestHeaders = hs
+	return x, nil
+}
+
+// GetSSE is the GET a Streamable HTTP client opens to receive server
+// messages (no Last-Event-ID: not a resumption), answered with an SSE
+// stream of n ~1 KiB notifications in 4 KiB chunks.
+func GetSSE(n int) *Exchange {
+	var body []byte
+	pad := strings.Repeat("z", 900)
+	for i := range n {
+		body = append(body, sseEvent(fmt.Sprintf(
+			`{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"%d %s"}}`, i, pad))...)
+	}
+	var chunks [][]byte
+	for len(body) > 0 {
+		c := min(4<<10, len(body))
+		chunks = append(chunks, body[:c:c])
+		body = body[c:]
+	}
+	return &Exchange{
+		RequestHeaders: []Header{
+			{":authority", "mcp.example.com"},
+			{":path", "/mcp"},
+			{":method", "GET"},
+			{":scheme", "http"},
+			{"accept", "text/event-stream"},
+			{"mcp-protocol-version", "2025-11-25"},
+			{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
+			{"user-agent", "node"},
+			{"x-forwarded-proto", "http"},
+			{"x-request-id", "0b6c7f0e-8c1e-4b7a-9d55-3f1f6c2f9a10"},
+		},
+		ResponseHeaders: []Header{
+			{":status", "200"},
+			{"cache-control", "no-cache, no-transform"},
+			{"content-type", "text/event-stream"},
+			{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
+		},
+		ResponseBody: chunks,
+	}
+}
+
 // SSE stream shapes for [StreamedToolsCall].
 const (
 	// ManyEvents: ~1 KiB notifications/progress events, then the result.

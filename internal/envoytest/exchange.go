@@ -121,6 +121,7 @@ type side struct {
 	trailersRead bool
 	sentHeaders  bool // a headers message was answered: BUFFERED body replies may mutate headers
 	replaced     bool // CONTINUE_AND_REPLACE with a body mutation
+	duplexed     bool // a FULL_DUPLEX_STREAMED body (and its trailers) went through
 	replacement  []byte
 }
 
@@ -241,7 +242,7 @@ func (f *Filter) run(ctx context.Context, d *downstreamRequest, up Upstream, out
 	if f.Mode != nil {
 		x.cfg = proto.Clone(f.Mode).(*filterv3.ProcessingMode)
 	}
-	if err := checkBodyModes(x.cfg); err != nil {
+	if err := checkConfig(x.cfg); err != nil {
 		return nil, fmt.Errorf("run: %w", err)
 	}
 	x.mode = proto.Clone(x.cfg).(*filterv3.ProcessingMode)
@@ -354,7 +355,8 @@ func (x *exchange) response(ctx context.Context, resp *UpstreamResponse) error {
 	if s.hasBody && !s.replaced {
 		// Headers go downstream now unless Envoy holds them for the body.
 		switch m := x.bodyMode(s); {
-		case x.done, m == filterv3.ProcessingMode_NONE, m == filterv3.ProcessingMode_STREAMED:
+		case x.done, m == filterv3.ProcessingMode_NONE, m == filterv3.ProcessingMode_STREAMED,
+			m == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
 			if err := x.commit(); err != nil {
 				return err
 			}
@@ -456,19 +458,35 @@ func (x *exchange) override(o *filterv3.ProcessingMode) error {
 
 // call sends m and waits for its reply. It returns the reply when it carries
 // the wanted oneof; (nil, nil) when the message goes unprocessed (processing
-// already complete, the server closed the stream, or failure_mode_allow
-// swallowed an error); an error when the exchange ends here.
+// already complete, observability mode, the server closed the stream, or
+// failure_mode_allow swallowed an error); an error when the exchange ends here.
 func (x *exchange) call(ctx context.Context, m *extprocv3.ProcessingRequest, want phase) (*extprocv3.ProcessingResponse, error) {
+	if sent, err := x.post(ctx, m); !sent || err != nil {
+		return nil, err
+	}
+	if x.f.ObservabilityMode {
+		return nil, nil // no reply expected; any reply is dropped at the end
+	}
+	r, err := x.await(ctx, want, x.timed())
+	if r == nil || err != nil {
+		return nil, err
+	}
+	return x.accept(r, want)
+}
+
+// post sends m, opening the stream on the first message. sent is false when
+// processing is complete or the stream could not be opened.
+func (x *exchange) post(ctx context.Context, m *extprocv3.ProcessingRequest) (sent bool, err error) {
 	if x.done {
-		return nil, nil
+		return false, nil
 	}
 	if x.st == nil {
 		st, err := openStream(ctx, x.f.Client)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, ctx.Err()
+				return false, ctx.Err()
 			}
-			return nil, x.failure(&localError{kind: LocalGRPCError, status: http.StatusInternalServerError,
+			return false, x.failure(&localError{kind: LocalGRPCError, status: http.StatusInternalServerError,
 				details: err.Error(), failOpen: true})
 		}
 		x.st = st
@@ -478,18 +496,33 @@ func (x *exchange) call(ctx context.Context, m *extprocv3.ProcessingRequest, wan
 			ResponseBodyMode: x.cfg.GetResponseBodyMode(),
 		}
 	}
+	m.ObservabilityMode = x.f.ObservabilityMode
 	x.res.Sent = append(x.res.Sent, m)
 	// A send error means the stream ended; the receiver reports how.
 	x.st.send(m)
+	return true, nil
+}
+
+// timed reports whether replies run under the message timer: not when the
+// filter is configured with FULL_DUPLEX_STREAMED, which has none.
+func (x *exchange) timed() bool { return !x.duplexConfigured() }
+
+// await reads the next reply, applying override_message_timeout. It returns
+// (nil, nil) when the exchange goes on unprocessed, an error when it ends.
+func (x *exchange) await(ctx context.Context, want phase, timed bool) (*extprocv3.ProcessingResponse, error) {
 	timeout := x.timeout
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
+	expired := timer.C
+	if !timed {
+		expired = nil
+	}
 	extended := false
 	for {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-timer.C:
+		case <-expired:
 			return nil, x.failure(&localError{kind: LocalTimeout, status: http.StatusGatewayTimeout,
 				details:  fmt.Sprintf("no reply to %s within %v (ext_proc_error_per-message_timeout_exceeded)", want, timeout),
 				failOpen: true})
@@ -504,7 +537,7 @@ func (x *exchange) call(ctx context.Context, m *extprocv3.ProcessingRequest, wan
 				}
 				continue
 			}
-			return x.accept(r.msg, want)
+			return r.msg, nil
 		}
 	}
 }
@@ -548,6 +581,8 @@ func (x *exchange) accept(r *extprocv3.ProcessingResponse, want phase) (*extproc
 			x.res.note("mode_override in a %s reply ignored", got)
 		case !x.f.AllowModeOverride:
 			x.res.note("mode_override ignored: allow_mode_override is false")
+		case x.duplexConfigured():
+			x.res.note("mode_override ignored: FULL_DUPLEX_STREAMED is configured")
 		default:
 			if err := x.override(o); err != nil {
 				x.closeStream()
@@ -594,7 +629,8 @@ func (x *exchange) fatal(kind string, code int, details string) error {
 }
 
 func (x *exchange) mutate(h *headerList, m *extprocv3.HeaderMutation, replacing, dropCL bool, where string) error {
-	if err := x.mu.apply(h, m, replacing, dropCL, where); err != nil {
+	o := mutation{where: where, replacing: replacing, dropContentLength: dropCL}
+	if err := x.mu.apply(h, m, o); err != nil {
 		return x.fatal(LocalInvalidMutation, http.StatusInternalServerError, err.Error())
 	}
 	return nil
@@ -604,46 +640,6 @@ func (x *exchange) closeStream() {
 	x.done = true
 	if x.st != nil {
 		x.st.close()
-	}
-}
-
-// finishStream ends the stream once no more replies are due: half-close, then
-// read until the server ends it. Any message is an extra reply.
-func (x *exchange) finishStream(ctx context.Context) error {
-	if x.done {
-		return nil
-	}
-	x.done = true
-	if x.st == nil {
-		return nil
-	}
-	if x.f.ResetOnFinish {
-		x.closeStream()
-		return nil
-	}
-	x.st.closeSend()
-	timer := time.NewTimer(x.timeout)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		x.closeStream()
-		return ctx.Err()
-	case <-timer.C:
-		x.res.note("server did not end the stream within %v of the half-close; cancelled it", x.timeout)
-		x.closeStream()
-		return nil
-	case r := <-x.st.msgs:
-		if r.err != nil {
-			if !errors.Is(r.err, io.EOF) && ctx.Err() == nil {
-				x.res.StreamErr = r.err
-				x.res.note("server ended the stream with %v after the last reply", r.err)
-			}
-			x.closeStream()
-			return nil
-		}
-		x.res.Received = append(x.res.Received, r.msg)
-		return x.failure(&localError{kind: LocalSpurious, status: http.StatusInternalServerError,
-			details: fmt.Sprintf("extra %s after the last expected reply", replyPhase(r.msg)), failOpen: true})
 	}
 }
 
@@ -737,6 +733,8 @@ func (x *exchange) bodyPhase(ctx context.Context, s *side, src bodySource, emit 
 		return x.streamed(ctx, s, src, emit)
 	case mode == filterv3.ProcessingMode_BUFFERED_PARTIAL:
 		return x.partial(ctx, s, src, emit)
+	case mode == filterv3.ProcessingMode_FULL_DUPLEX_STREAMED:
+		return x.duplex(ctx, s, src, emit)
 	default:
 		return fmt.Errorf("body mode %v: %w", mode, ErrUnsupported)
 	}
@@ -766,7 +764,8 @@ func (x *exchange) buffered(ctx context.Context, s *side, src bodySource, emit f
 		}
 	}
 	s.loadTrailers()
-	r, err := x.call(ctx, s.bodyMessage(buf, true), s.phase(phaseRequestBody))
+	// With trailers, the end of the body is the trailers message.
+	r, err := x.call(ctx, s.bodyMessage(buf, len(s.trailers) == 0), s.phase(phaseRequestBody))
 	if err != nil {
 		return err
 	}
@@ -873,7 +872,7 @@ func (x *exchange) partial(ctx context.Context, s *side, src bodySource, emit fu
 
 func (x *exchange) trailersPhase(ctx context.Context, s *side) error {
 	s.loadTrailers()
-	if x.done || !x.trailerSend(s) || (len(s.trailers) == 0 && !s.hadBody) {
+	if x.done || s.duplexed || !x.trailerSend(s) || (len(s.trailers) == 0 && !s.hadBody) {
 		return nil
 	}
 	r, err := x.call(ctx, s.trailersMessage(), s.phase(phaseRequestTrailers))
@@ -995,7 +994,8 @@ func (x *exchange) immediate(ir *extprocv3.ImmediateResponse) error {
 	}
 	h := headerList{{":status", strconv.Itoa(code)}}
 	if hm := ir.GetHeaders(); hm != nil {
-		if err := x.mu.apply(&h, hm, false, false, "immediate_response"); err != nil {
+		// Envoy logs and skips what the rules refuse, and still answers.
+		if err := x.mu.apply(&h, hm, mutation{where: "immediate_response", skipDisallowed: true}); err != nil {
 			return &localError{kind: LocalInvalidMutation, status: http.StatusInternalServerError, details: err.Error()}
 		}
 	}

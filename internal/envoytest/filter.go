@@ -10,8 +10,16 @@
 // same state machine behind a real HTTP front, so a real MCP client can talk to
 // a real MCP server through the processor under test.
 //
-// What the fake does not model: observability mode, FULL_DUPLEX_STREAMED and
-// GRPC body modes ([ErrUnsupported]), send_body_without_waiting_for_header_response,
+// How a stream ends: once no more replies are due, the fake half-closes and
+// resets the stream at once, as Envoy does by default (the server sees io.EOF
+// and/or codes.Canceled); [Filter.GracefulClose] waits for the server
+// instead. A reply after processing finished is dropped, never an error.
+//
+// FULL_DUPLEX_STREAMED is modelled simply: a direction's chunks and trailers
+// are all sent before its replies are read.
+//
+// What the fake does not model: the GRPC body mode and a mode_override to
+// FULL_DUPLEX_STREAMED ([ErrUnsupported]), send_body_without_waiting_for_header_response,
 // request/response attributes and metadata, per-route overrides, and the
 // interleaving of request and response directions (the request is processed
 // completely before the upstream is called). Body chunks are sent one at a
@@ -36,14 +44,23 @@ const (
 	DefaultMessageTimeout = 200 * time.Millisecond
 	// DefaultBufferLimit is Envoy's default per_connection_buffer_limit_bytes.
 	DefaultBufferLimit = 1 << 20
+	// DefaultDeferredCloseTimeout is Envoy's default deferred_close_timeout:
+	// how long an observability-mode stream stays half-closed.
+	DefaultDeferredCloseTimeout = 5 * time.Second
+	// GracefulCloseWait is how long Envoy waits for the server after a
+	// half-close when graceful close is enabled.
+	GracefulCloseWait = time.Second
 )
 
 // Values of [Result.LocalError]: why the fake (as Envoy) ended or reset the
 // exchange itself. Result.Details carries the specifics.
 const (
 	// LocalSpurious: a reply with the wrong oneof, a reply nobody asked for
-	// (including one after the last expected reply), or a reply without any
-	// response. Status 500 unless FailureModeAllow.
+	// while processing goes on, a reply without any response, or a body
+	// mutation of the wrong kind for the body mode (streamed_response outside
+	// FULL_DUPLEX_STREAMED, a plain body in it). Status 500 unless
+	// FailureModeAllow. Replies after processing finished are not spurious:
+	// they are dropped (see Result.Ignored).
 	LocalSpurious = "spurious message"
 	// LocalTimeout: no reply within the message timeout. Status 504 unless
 	// FailureModeAllow.
@@ -52,8 +69,11 @@ const (
 	// unless FailureModeAllow.
 	LocalGRPCError = "gRPC error"
 	// LocalInvalidMutation: a header mutation Envoy rejects (value and
-	// raw_value both set, invalid characters, a disallowed header with
-	// DisallowIsError), or a HeaderValue with only `value` set, which Envoy
+	// raw_value both set, invalid characters, with DisallowIsError anything
+	// the mutation rules refuse: changing host, :authority, :method, :scheme
+	// or any header starting with "x-envoy", removing a ":" header or host,
+	// appending to a ":" header, a :status below 200), or a HeaderValue with
+	// only `value` set, which Envoy
 	// would silently turn into an empty value and this fake fails on purpose.
 	// Status 500 whatever FailureModeAllow says.
 	LocalInvalidMutation = "invalid header mutation"
@@ -82,7 +102,8 @@ const (
 )
 
 // ErrUnsupported is returned (wrapped) by [Filter.Do] for a configuration or a
-// mode_override this fake does not model (FULL_DUPLEX_STREAMED, GRPC).
+// mode_override this fake does not model (GRPC body mode, an override to
+// FULL_DUPLEX_STREAMED).
 var ErrUnsupported = errors.New("envoytest: not supported by the fake")
 
 // ErrInvalid is returned (wrapped) by [Filter.Do] for unusable arguments.
@@ -113,14 +134,24 @@ type Filter struct {
 	BufferLimit int
 	// DisallowIsError is mutation_rules.disallow_is_error. With Envoy's
 	// default rules (false), changes to host, :authority, :method, :scheme
-	// and x-envoy-* are silently ignored and listed in
-	// Result.RejectedMutations; with true they fail the exchange (500).
+	// and headers starting with "x-envoy", removals of ":" headers and host,
+	// appends to ":" headers and a :status below 200 are silently ignored and
+	// listed in Result.RejectedMutations; with true they fail the exchange
+	// (500). An ImmediateResponse's refused headers are skipped either way.
 	DisallowIsError bool
-	// ResetOnFinish makes the fake cancel the gRPC stream once it needs no
-	// more replies, as Envoy before 1.37 did. By default it half-closes the
-	// stream and waits (up to MessageTimeout) for the server to end it,
-	// flagging any extra reply as spurious.
-	ResetOnFinish bool
+	// GracefulClose is Envoy's opt-in graceful close: after the last reply
+	// the fake half-closes and waits up to GracefulCloseWait for the server
+	// to end the stream, instead of resetting it at once. Replies in that
+	// window are dropped and listed in Result.Ignored.
+	GracefulClose bool
+	// ObservabilityMode is observability_mode: the fake sends every message
+	// without waiting for a reply and applies none. At the end it half-closes
+	// and waits up to DeferredCloseTimeout for the server to end the stream;
+	// any reply is dropped and listed in Result.Ignored, so a test can tell
+	// that the server answered where Envoy expects silence.
+	ObservabilityMode bool
+	// DeferredCloseTimeout is deferred_close_timeout (default 5s).
+	DeferredCloseTimeout time.Duration
 }
 
 // Request is what the downstream client sends.
@@ -218,6 +249,10 @@ type Result struct {
 	// the wire.
 	Sent     []*extprocv3.ProcessingRequest
 	Received []*extprocv3.ProcessingResponse
+	// Ignored lists the replies Envoy drops silently: every reply in
+	// observability mode, and replies after processing finished that the
+	// fake saw (it sees them only while it waits after a half-close).
+	Ignored []*extprocv3.ProcessingResponse
 	// RejectedMutations lists header mutations Envoy ignores under its
 	// mutation rules ("set x-envoy-foo", "remove :path").
 	RejectedMutations []string

@@ -175,9 +175,9 @@ func TestReplyRule(t *testing.T) {
 		{"wrong oneof", wrongOneof, 0, false, 500, LocalSpurious, false, false, false, false},
 		{"wrong oneof, failure_mode_allow", wrongOneof, 0, true, 200, "", true, true, false, false},
 		{"extra reply mid-stream", twice, 0, false, 500, LocalSpurious, true, false, false, false},
-		{"extra reply after the last one", extraAtEnd, 0, false, 500, LocalSpurious, true, false, false, true},
-		{"extra reply after the last one, body streaming", extraAtEnd, 0, false, 200, LocalSpurious, true, false, true, false},
-		{"extra reply after the last one, failure_mode_allow", extraAtEnd, 0, true, 200, "", true, true, false, false},
+		// After processing finished a reply is dropped, never spurious.
+		{"extra reply after the last one", extraAtEnd, 0, false, 200, "", true, false, false, true},
+		{"extra reply after the last one, body streaming", extraAtEnd, 0, false, 200, "", true, false, false, false},
 		{"reply without a response", empty, 0, false, 500, LocalSpurious, false, false, false, false},
 		{"streamed_response outside full duplex", streamedResponse, 0, false, 500, LocalSpurious, false, false, false, false},
 		{"gRPC error", grpcErr, 0, false, 500, LocalGRPCError, false, false, false, false},
@@ -415,9 +415,14 @@ func TestModeOverrideUnsupported(t *testing.T) {
 	if _, err := f.Do(context.Background(), &Request{}, canned(200, nil)); !errors.Is(err, ErrUnsupported) {
 		t.Errorf("override to FULL_DUPLEX_STREAMED: err = %v, want ErrUnsupported", err)
 	}
-	f.Mode = bothBodies(NONE, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED)
+	f.Mode = bothBodies(NONE, filterv3.ProcessingMode_GRPC)
 	if _, err := f.Do(context.Background(), &Request{}, canned(200, nil)); !errors.Is(err, ErrUnsupported) {
-		t.Errorf("FULL_DUPLEX_STREAMED config: err = %v, want ErrUnsupported", err)
+		t.Errorf("GRPC body mode: err = %v, want ErrUnsupported", err)
+	}
+	// Envoy's config validation: FULL_DUPLEX_STREAMED needs trailers SEND.
+	f.Mode = bothBodies(NONE, filterv3.ProcessingMode_FULL_DUPLEX_STREAMED)
+	if _, err := f.Do(context.Background(), &Request{}, canned(200, nil)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("FULL_DUPLEX_STREAMED without trailers SEND: err = %v, want ErrInvalid", err)
 	}
 }
 
@@ -692,28 +697,38 @@ func TestUpstreamFailureIs503(t *testing.T) {
 	}
 }
 
-// The stream ends with io.EOF by default, with Canceled under ResetOnFinish.
+// By default the stream ends with a half-close and an immediate reset: the
+// server sees io.EOF or Canceled. GracefulClose waits for the server: io.EOF.
 func TestStreamEnd(t *testing.T) {
-	for _, reset := range []bool{false, true} {
+	for _, graceful := range []bool{false, true} {
 		ended := make(chan error, 1)
-		srv := &endRecorder{ended: ended}
-		f := Filter{Client: Serve(t, srv), MessageTimeout: generous, ResetOnFinish: reset}
+		srv := &endRecorder{ended: ended, linger: !graceful}
+		f := Filter{Client: Serve(t, srv), MessageTimeout: generous, GracefulClose: graceful}
 		res, err := f.Do(context.Background(), &Request{}, canned(200, nil, "ok"))
 		if err != nil || res.Status != 200 {
-			t.Fatalf("reset %v: err %v, status %d", reset, err, res.Status)
+			t.Fatalf("graceful %v: err %v, status %d", graceful, err, res.Status)
+		}
+		if !graceful && hasNote(res, "did not end the stream") {
+			t.Errorf("default: the fake waited for the server after the half-close: %q", res.Notes)
 		}
 		got := <-ended
-		if want := map[bool]codes.Code{false: codes.OK, true: codes.Canceled}[reset]; status.Code(got) != want {
-			t.Errorf("ResetOnFinish %v: server saw %v, want %v", reset, got, want)
+		switch {
+		case graceful && got != nil:
+			t.Errorf("GracefulClose: server saw %v, want io.EOF", got)
+		case !graceful && status.Code(got) != codes.Canceled && !errors.Is(got, context.Canceled):
+			t.Errorf("default: server saw %v after io.EOF, want Canceled (a reset)", got)
 		}
 	}
 }
 
 // endRecorder replies to everything and reports how its stream ended
 // (nil for io.EOF).
+// With linger, it keeps the stream open after io.EOF and reports how the
+// fake ended it then (Canceled for a reset).
 type endRecorder struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	ended chan<- error
+	ended  chan<- error
+	linger bool
 }
 
 func (s *endRecorder) Process(stream extprocv3.ExternalProcessor_ProcessServer) error {
@@ -722,6 +737,10 @@ func (s *endRecorder) Process(stream extprocv3.ExternalProcessor_ProcessServer) 
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				err = nil
+				if s.linger {
+					<-stream.Context().Done()
+					err = stream.Context().Err()
+				}
 			}
 			s.ended <- err
 			return nil

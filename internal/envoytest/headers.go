@@ -127,6 +127,9 @@ type mutator struct {
 // routingHeaders may not be changed under Envoy's default mutation rules.
 var routingHeaders = []string{"host", ":authority", ":method", ":scheme"}
 
+// allowedByDefaultRules is the default HeaderMutationRules check for a set:
+// no routing header, nothing starting with "x-envoy" (the prefix has no dash:
+// "x-envoyfoo" is refused too).
 func allowedByDefaultRules(k string) bool {
 	if slices.Contains(routingHeaders, k) {
 		return false
@@ -134,68 +137,102 @@ func allowedByDefaultRules(k string) bool {
 	return !strings.HasPrefix(k, "x-envoy")
 }
 
-// apply applies m to h. replacing is CONTINUE_AND_REPLACE (which may change
-// :method); dropContentLength skips content-length sets, as Envoy does in
-// STREAMED, BUFFERED_PARTIAL and BUFFERED-with-headers-SKIP.
-func (mu *mutator) apply(h *headerList, m *extprocv3.HeaderMutation, replacing, dropContentLength bool, where string) error {
+// removable is the rule for a removal: never a pseudo-header or host, and the
+// default rules.
+func removable(k string) bool {
+	return !strings.HasPrefix(k, ":") && k != "host" && allowedByDefaultRules(k)
+}
+
+// validStatus is the check on a :status mutation: a number from 200 to 999.
+func validStatus(v string) bool {
+	n, err := strconv.Atoi(v)
+	return err == nil && n >= 200 && n <= 999
+}
+
+// mutation says how one HeaderMutation is applied.
+type mutation struct {
+	where string
+	// replacing is CONTINUE_AND_REPLACE (which may change :method).
+	replacing bool
+	// dropContentLength skips content-length sets, as Envoy does in
+	// STREAMED, BUFFERED_PARTIAL and BUFFERED-with-headers-SKIP.
+	dropContentLength bool
+	// skipDisallowed ignores what the rules refuse even with
+	// disallow_is_error, as Envoy does for an ImmediateResponse's headers.
+	skipDisallowed bool
+}
+
+// disallowed handles a mutation the rules refuse: a failure under
+// disallow_is_error, otherwise ignored and listed in RejectedMutations.
+func (mu *mutator) disallowed(o mutation, op, k, why string) error {
+	if mu.disallowIsError && !o.skipDisallowed {
+		return &mutationError{fmt.Sprintf("%s: invalid attempt to %s %s (%s)", o.where, op, k, why)}
+	}
+	mu.res.RejectedMutations = append(mu.res.RejectedMutations, op+" "+k)
+	return nil
+}
+
+// apply applies m to h under the mutation rules.
+func (mu *mutator) apply(h *headerList, m *extprocv3.HeaderMutation, o mutation) error {
 	for _, name := range m.GetRemoveHeaders() {
 		if !validName(name) {
-			return &mutationError{fmt.Sprintf("%s: invalid character in remove_headers entry %q", where, name)}
+			return &mutationError{fmt.Sprintf("%s: invalid character in remove_headers entry %q", o.where, name)}
 		}
 		k := strings.ToLower(name)
-		if strings.HasPrefix(k, ":") || k == "host" {
-			mu.res.RejectedMutations = append(mu.res.RejectedMutations, "remove "+k)
-			continue
-		}
-		if !allowedByDefaultRules(k) {
-			if mu.disallowIsError {
-				return &mutationError{fmt.Sprintf("%s: invalid attempt to remove %s", where, k)}
+		if !removable(k) {
+			if err := mu.disallowed(o, "remove", k, "system, host, routing or x-envoy header"); err != nil {
+				return err
 			}
-			mu.res.RejectedMutations = append(mu.res.RejectedMutations, "remove "+k)
 			continue
 		}
 		h.del(k)
 	}
-	for _, o := range m.GetSetHeaders() {
-		hv := o.GetHeader()
-		if hv == nil {
-			continue
+	for _, hv := range m.GetSetHeaders() {
+		if err := mu.set(h, hv, o); err != nil {
+			return err
 		}
-		k := strings.ToLower(hv.GetKey())
-		if dropContentLength && k == "content-length" {
-			mu.res.note("%s: content-length set by the processor dropped (Envoy removes it in this body mode)", where)
-			continue
-		}
-		if hv.GetValue() != "" && len(hv.GetRawValue()) > 0 {
-			return &mutationError{fmt.Sprintf("%s: header %q sets both value and raw_value", where, k)}
-		}
-		if hv.GetValue() != "" {
-			return &mutationError{fmt.Sprintf("%s: header %q sets only value; Envoy reads raw_value and would send an empty value", where, k)}
-		}
-		v := string(hv.GetRawValue())
-		if !validName(hv.GetKey()) || !validValue(v) {
-			return &mutationError{fmt.Sprintf("%s: invalid character in set_headers entry %q", where, k)}
-		}
-		if o.GetAppendAction() != corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD {
-			mu.res.note("%s: append_action of %q ignored (ext_proc honours only append)", where, k)
-		}
-		if !allowedByDefaultRules(k) && !(replacing && k == ":method") {
-			if mu.disallowIsError {
-				return &mutationError{fmt.Sprintf("%s: invalid attempt to modify %s", where, k)}
-			}
-			mu.res.RejectedMutations = append(mu.res.RejectedMutations, "set "+k)
-			continue
-		}
-		if k == ":status" {
-			if n, err := strconv.Atoi(v); err != nil || n < 100 || n > 999 {
-				return &mutationError{fmt.Sprintf("%s: invalid :status %q", where, v)}
-			}
-		}
-		if o.GetAppend().GetValue() {
-			h.add(k, v)
-		} else {
-			h.set(k, v)
-		}
+	}
+	return nil
+}
+
+// set applies one set_headers entry.
+func (mu *mutator) set(h *headerList, o *corev3.HeaderValueOption, opt mutation) error {
+	hv := o.GetHeader()
+	if hv == nil {
+		return nil
+	}
+	where := opt.where
+	k := strings.ToLower(hv.GetKey())
+	if opt.dropContentLength && k == "content-length" {
+		mu.res.note("%s: content-length set by the processor dropped (Envoy removes it in this body mode)", where)
+		return nil
+	}
+	if hv.GetValue() != "" && len(hv.GetRawValue()) > 0 {
+		return &mutationError{fmt.Sprintf("%s: header %q sets both value and raw_value", where, k)}
+	}
+	if hv.GetValue() != "" {
+		return &mutationError{fmt.Sprintf("%s: header %q sets only value; Envoy reads raw_value and would send an empty value", where, k)}
+	}
+	v := string(hv.GetRawValue())
+	if !validName(hv.GetKey()) || !validValue(v) {
+		return &mutationError{fmt.Sprintf("%s: invalid character in set_headers entry %q", where, k)}
+	}
+	if o.GetAppendAction() != corev3.HeaderValueOption_APPEND_IF_EXISTS_OR_ADD {
+		mu.res.note("%s: append_action of %q ignored (ext_proc honours only append)", where, k)
+	}
+	appending := o.GetAppend().GetValue()
+	switch {
+	case !allowedByDefaultRules(k) && !(opt.replacing && k == ":method"):
+		return mu.disallowed(opt, "set", k, "routing or x-envoy header")
+	case appending && strings.HasPrefix(k, ":"):
+		return mu.disallowed(opt, "append", k, "system header")
+	case k == ":status" && !validStatus(v):
+		return mu.disallowed(opt, "set", k, fmt.Sprintf("status %q below 200 or not a number", v))
+	}
+	if appending {
+		h.add(k, v)
+	} else {
+		h.set(k, v)
 	}
 	return nil
 }
