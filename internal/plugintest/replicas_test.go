@@ -148,8 +148,8 @@ func TestRollingRestart(t *testing.T) {
 		inits += n
 	}
 	// One per session, plus one per session lost with each restart.
-	if max := int64(4 * pluginclient.DefaultSlots); inits > max {
-		t.Errorf("%d initializes, want at most %d: %v", inits, max, res)
+	if limit := int64(4 * pluginclient.DefaultSlots); inits > limit {
+		t.Errorf("%d initializes, want at most %d: %v", inits, limit, res)
 	}
 }
 

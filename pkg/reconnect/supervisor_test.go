@@ -382,7 +382,8 @@ func TestSupervisorLoopNeverSpins(t *testing.T) {
 // runs; a stale epoch or a second report starts nothing.
 func TestSupervisorInvalidate(t *testing.T) {
 	sc := &script{}
-	s := New(Config{Connect: sc.Connect})
+	var connected atomic.Int64
+	s := New(Config{Connect: sc.Connect, OnConnected: func() { connected.Add(1) }})
 	if s.Usable() || s.Invalidate(0) {
 		t.Fatal("usable or invalidated before Start")
 	}
@@ -415,4 +416,5 @@ func TestSupervisorInvalidate(t *testing.T) {
 	if n := sc.calls.Load(); n != 2 {
 		t.Fatalf("Connect called %d times, want 2", n)
 	}
+	waitCount(t, &connected, 2) // the rebuild too, though no state changed
 }
