@@ -78,6 +78,9 @@ type Config struct {
 	OnAttemptFailed func(attempt int, err error)
 	// OnStateChange is called after every state transition.
 	OnStateChange func(from, to State)
+	// OnConnected is called after every successful connection round,
+	// rebuilds included (which are no state transition).
+	OnConnected func()
 }
 
 // A Supervisor owns the life cycle of one logical connection: the initial
@@ -201,6 +204,29 @@ func (s *Supervisor) Rebuild(ctx context.Context, epoch uint64) error {
 	}
 }
 
+// Usable reports whether a caller would get the current connection at once:
+// the circuit is closed and no connection round is in progress. A pool of
+// supervised connections skips the ones that are not usable.
+func (s *Supervisor) Usable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == Ready && s.running == nil && s.unusableLocked() == nil
+}
+
+// Invalidate reports, without waiting, that the connection of the given
+// epoch is broken: it starts a rebuild round unless one is running, the
+// epoch is stale, or the circuit is open (the background loop is already
+// reconnecting). It reports whether it started a round.
+func (s *Supervisor) Invalidate(epoch uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unusableLocked() != nil || s.running != nil || s.state != Ready || epoch < s.epoch {
+		return false
+	}
+	s.startRound(true)
+	return true
+}
+
 // Close stops the background goroutines and waits for them. Connection
 // rounds in progress see their context cancelled; callers waiting on them get
 // ErrStopped. Close does not close the connection itself: that is the owner's
@@ -288,6 +314,9 @@ func (s *Supervisor) round(f *flight, epoch uint64, rebuild bool) {
 	close(f.done)
 	s.mu.Unlock()
 	s.notify(from, to)
+	if err == nil && ctx.Err() == nil && s.cfg.OnConnected != nil {
+		s.cfg.OnConnected()
+	}
 
 	if err != nil && ctx.Err() == nil {
 		s.loop(ctx, epoch, attempt)
@@ -314,6 +343,9 @@ func (s *Supervisor) loop(ctx context.Context, epoch uint64, attempt int) {
 			s.epoch, s.state = epoch, Ready
 			s.mu.Unlock()
 			s.notify(from, Ready)
+			if s.cfg.OnConnected != nil {
+				s.cfg.OnConnected()
+			}
 			return
 		}
 		s.mu.Lock()
