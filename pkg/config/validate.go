@@ -214,6 +214,12 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 	if e.MaxBodyBytes <= 0 {
 		v.problem("", "extproc.max_body_bytes", "must be positive")
 	}
+	if u := e.UnattributedResponses; u != "" && u != UnattributedRefuse && u != UnattributedPass {
+		v.problem("", "extproc.unattributed_responses", "must be %q or %q, got %q", UnattributedRefuse, UnattributedPass, u)
+	}
+	if u := e.UncertainMirroredHeaders; u != "" && u != UncertainRemove && u != UncertainRefuse {
+		v.problem("", "extproc.uncertain_mirrored_headers", "must be %q or %q, got %q", UncertainRemove, UncertainRefuse, u)
+	}
 	for _, h := range []struct{ field, name string }{
 		{"extproc.user_header", e.UserHeader},
 		{"extproc.tenant_header", e.TenantHeader},
