@@ -188,4 +188,3 @@ func mustRewritten(t *testing.T, what string, a answer, id string) {
 		t.Fatalf("%s: response %s = %+v (result %s), want a rewritten result; body %q", what, id, r, r.Result, a.Body)
 	}
 }
-
