@@ -188,3 +188,24 @@ func mustRewritten(t *testing.T, what string, a answer, id string) {
 		t.Fatalf("%s: response %s = %+v (result %s), want a rewritten result; body %q", what, id, r, r.Result, a.Body)
 	}
 }
+
+// TestMCPPathVariants: /mcp/ and /MCP reach an Express-routed MCP server as
+// /mcp, so they are inspected like /mcp (pre and post hooks); /mcp2 is not.
+func TestMCPPathVariants(t *testing.T) {
+	h, words := wordsHarness(t)
+	for _, path := range []string{"/mcp", "/mcp/", "/MCP", "/Mcp/?x=1"} {
+		req := mcpPost(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"a secret"}}}`)
+		req.Path = path
+		res := h.do(req, jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"echo: a secret"}]}}`))
+		if !bytes.Contains(res.Body, []byte(rewritten)) {
+			t.Errorf("%s: not inspected: %s", path, res.Body)
+		}
+	}
+	words.Reset()
+	req := mcpPost(echoCall)
+	req.Path = "/mcp2"
+	h.do(req, jsonUpstream(http.StatusOK, echoCall))
+	if n := words.CallCount(); n != 0 {
+		t.Errorf("/mcp2: %d plugin calls", n)
+	}
+}
