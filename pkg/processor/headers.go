@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
@@ -18,9 +17,21 @@ import (
 // Mcp-Param-<H> repeats a tool argument. A server that routes or authorizes
 // on them must see what the body says, before and after the plugins.
 
-// keepMCPHeader keeps a standard header for the check and the mirror.
-func (st *stream) keepMCPHeader(k string, hv *corev3.HeaderValue) {
-	st.mcpHeaders = append(st.mcpHeaders, mcpheaders.Header{Name: k, Value: headerValue(hv)})
+// standardHeaders returns the request headers mcp-method, mcp-name,
+// mcp-protocol-version and mcp-param-*, read once from the headers message
+// when a body check first needs them (a passthrough request never pays).
+func (st *stream) standardHeaders() []mcpheaders.Header {
+	if st.mcpRead {
+		return st.mcpHeaders
+	}
+	st.mcpRead = true
+	for _, hv := range st.headers.GetHeaders() {
+		switch k := hv.GetKey(); {
+		case k == "mcp-method", k == "mcp-name", k == "mcp-protocol-version", strings.HasPrefix(k, "mcp-param-"):
+			st.mcpHeaders = append(st.mcpHeaders, mcpheaders.Header{Name: k, Value: headerValue(hv)})
+		}
+	}
+	return st.mcpHeaders
 }
 
 // checkStandardHeaders refuses a single-message body whose Mcp-Method or
@@ -28,7 +39,7 @@ func (st *stream) keepMCPHeader(k string, hv *corev3.HeaderValue) {
 // requires), as a conforming server would: HTTP 400 and JSON-RPC -32020
 // with the request's id. It defends servers that do not check.
 func (st *stream) checkStandardHeaders(msgs *mcpmsg.Body) *extprocv3.ProcessingResponse {
-	if len(st.mcpHeaders) == 0 || msgs.Batch || len(msgs.Messages) != 1 {
+	if msgs.Batch || len(msgs.Messages) != 1 || len(st.standardHeaders()) == 0 {
 		return nil
 	}
 	m := &msgs.Messages[0]
@@ -54,7 +65,7 @@ func (st *stream) checkStandardHeaders(msgs *mcpmsg.Body) *extprocv3.ProcessingR
 // (uncertain_mirrored_headers: refuse): a header never keeps what a plugin
 // removed from the body. The mirrors win over headers a plugin set.
 func (st *stream) mirrorHeaders(i int, m *mcpmsg.Message, route *hookfamily.Route, edit *hookfamily.PreEdit, ed *requestEdits) (refusal, bool) {
-	if len(st.mcpHeaders) == 0 {
+	if len(st.standardHeaders()) == 0 {
 		return refusal{}, false
 	}
 	newArgs := m.Arguments

@@ -29,6 +29,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 		return st.passThrough()
 	}
 	st.phase = phaseRequestBody
+	st.headers = h.GetHeaders() // read again only if a body check needs them (headers.go)
 	st.obs.ModeOverride("request_buffered")
 	return st.canned.inspectRequest
 }
@@ -59,8 +60,6 @@ func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, au
 			st.sessionID = headerValue(hv)
 		case "content-encoding":
 			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
-		case "mcp-method", "mcp-name", "mcp-protocol-version":
-			st.keepMCPHeader(k, hv)
 		case "traceparent", "tracestate":
 			if st.trace == nil {
 				st.trace = make(http.Header, 3)
@@ -73,9 +72,6 @@ func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, au
 		// Configured headers may name any header, the ones above included.
 		if k == "" {
 			continue
-		}
-		if strings.HasPrefix(k, "mcp-param-") {
-			st.keepMCPHeader(k, hv)
 		}
 		if k == set.UserHeader {
 			st.global.User = userJSON(headerValue(hv))

@@ -81,9 +81,12 @@ type stream struct {
 	own     map[string]struct{}
 	post    int8 // postConfigured's answer: 0 unknown, 1 no, 2 yes
 
-	// mcpHeaders are the request headers named mcp-* (the standard headers
-	// of MCP 2026-07-28 among them), kept for headers.go.
+	// headers are the request headers of a POST whose body is read;
+	// mcpHeaders the standard ones of MCP 2026-07-28 among them, taken
+	// from headers on first use (headers.go).
+	headers    *corev3.HeaderMap
 	mcpHeaders []mcpheaders.Header
+	mcpRead    bool
 }
 
 // pendingCall is a request waiting for its response.
