@@ -19,12 +19,15 @@ import (
 // records what it was in the sidecar's attribution.Store, and the stream
 // that sees a response it did not forward looks it up there.
 
+// families is hookfamily's table, read once (read-only).
+var families = hookfamily.Families()
+
 // postConfigured reports whether any family's post hook has a plugin. When
 // none has, nothing is recorded and GET streams are not read.
 func (st *stream) postConfigured() bool {
 	if st.post == 0 {
 		st.post = 1
-		for _, f := range hookfamily.Families() {
+		for _, f := range families {
 			if st.snap.Hooks.Applies(f.Post) {
 				st.post = 2
 				break
@@ -170,7 +173,7 @@ func (st *stream) overflowFailsClosed() bool {
 	if !st.foreign {
 		return false
 	}
-	for _, f := range hookfamily.Families() {
+	for _, f := range families {
 		if st.snap.Hooks.Applies(f.Post) && st.snap.Hooks.FailClosed(f.Post) {
 			return true
 		}

@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"errors"
 	"net/http"
 	"strings"
 
@@ -19,19 +18,37 @@ import (
 
 // standardHeaders returns the request headers mcp-method, mcp-name,
 // mcp-protocol-version and mcp-param-*, read once from the headers message
-// when a body check first needs them (a passthrough request never pays).
+// when a body check first needs them, and nil when the request has none of
+// them and declares no version with standard headers: a request of an
+// older client allocates nothing here.
 func (st *stream) standardHeaders() []mcpheaders.Header {
 	if st.mcpRead {
 		return st.mcpHeaders
 	}
 	st.mcpRead = true
-	for _, hv := range st.headers.GetHeaders() {
+	hs := st.headers.GetHeaders()
+	need := false
+	for _, hv := range hs {
 		switch k := hv.GetKey(); {
-		case k == "mcp-method", k == "mcp-name", k == "mcp-protocol-version", strings.HasPrefix(k, "mcp-param-"):
+		case isStandardHeader(k):
+			need = true
+		case k == "mcp-protocol-version":
+			need = need || mcpheaders.StandardHeaders(string(hv.GetRawValue()))
+		}
+	}
+	if !need {
+		return nil
+	}
+	for _, hv := range hs {
+		if k := hv.GetKey(); isStandardHeader(k) || k == "mcp-protocol-version" {
 			st.mcpHeaders = append(st.mcpHeaders, mcpheaders.Header{Name: k, Value: headerValue(hv)})
 		}
 	}
 	return st.mcpHeaders
+}
+
+func isStandardHeader(k string) bool {
+	return k == "mcp-method" || k == "mcp-name" || strings.HasPrefix(k, "mcp-param-")
 }
 
 // checkStandardHeaders refuses a single-message body whose Mcp-Method or
@@ -50,8 +67,10 @@ func (st *stream) checkStandardHeaders(msgs *mcpmsg.Body) *extprocv3.ProcessingR
 	if m.Method == "resources/read" {
 		name = m.URI
 	}
-	var mm *mcpheaders.MismatchError
-	if err := mcpheaders.Check(st.mcpHeaders, m.Method, name); !errors.As(err, &mm) {
+	// Check returns nil or a *MismatchError (no errors.As: the request
+	// path allocates nothing it does not use).
+	mm, ok := mcpheaders.Check(st.mcpHeaders, m.Method, name).(*mcpheaders.MismatchError)
+	if !ok {
 		return nil
 	}
 	st.obs.Immediate("header_mismatch")
