@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
@@ -203,6 +204,9 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		// call into its plugins.
 		WithHeaders: withHeaders,
 		LogBodies:   s.opts.LogBodies,
+		// One memory of forwarded requests and tasks for the sidecar's
+		// life: a reload must not forget what was forwarded before it.
+		Attribution: attribution.New(attribution.Options{}),
 	})
 	srv.grpc = grpc.NewServer()
 	extprocv3.RegisterExternalProcessorServer(srv.grpc, srv.proc)

@@ -179,7 +179,9 @@ type PluginSettings struct {
 
 // Extproc holds the sidecar's own settings; cpex ignores this key.
 type Extproc struct {
-	// MCPPaths are the request paths that carry MCP (exact match). Default ["/mcp"].
+	// MCPPaths are the request paths that carry MCP, matched
+	// case-insensitively and with or without one trailing slash (see
+	// IsMCPPath). Default ["/mcp"].
 	MCPPaths []string `yaml:"mcp_paths,omitempty" json:"mcp_paths,omitempty"`
 	// MaxBodyBytes is the largest body inspected. Default 1 MiB.
 	MaxBodyBytes int64 `yaml:"max_body_bytes,omitempty" json:"max_body_bytes,omitempty"`
@@ -207,7 +209,26 @@ type Extproc struct {
 	// to each plugin, spread over its replicas; each carries one call at a
 	// time. 0 means the client's default (8).
 	PluginSessions int `yaml:"plugin_sessions,omitempty" json:"plugin_sessions,omitempty"`
+	// UnattributedResponses is what happens to a JSON-RPC result whose
+	// request the sidecar cannot tell (a replay on a GET stream of a request
+	// it does not remember, a task result of an unknown task) while post
+	// hooks are configured: "refuse" (default) replaces it with a JSON-RPC
+	// error for its id; "pass" forwards it uninspected.
+	UnattributedResponses string `yaml:"unattributed_responses,omitempty" json:"unattributed_responses,omitempty"`
+	// UncertainMirroredHeaders is what happens when a pre hook rewrote an
+	// argument mirrored in an Mcp-Param-* header (MCP 2026-07-28) and the
+	// header cannot be rebuilt for sure: "remove" (default) forwards the
+	// request without that header; "refuse" answers it with an error.
+	UncertainMirroredHeaders string `yaml:"uncertain_mirrored_headers,omitempty" json:"uncertain_mirrored_headers,omitempty"`
 }
+
+// Values of Extproc.UnattributedResponses and UncertainMirroredHeaders.
+const (
+	UnattributedRefuse = "refuse"
+	UnattributedPass   = "pass"
+	UncertainRemove    = "remove"
+	UncertainRefuse    = "refuse"
+)
 
 // Seconds is a duration written in seconds (int or float) as cpex does.
 type Seconds struct{ time.Duration }

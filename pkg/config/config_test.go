@@ -632,8 +632,11 @@ func TestIsMCPPath(t *testing.T) {
 		"/mcp?session=1":     true,
 		"/v1/mcp":            true,
 		"/v1/mcp#frag":       true,
-		"/mcp/":              false,
-		"/MCP":               false,
+		"/mcp/":              true,
+		"/MCP":               true,
+		"/Mcp/?x=1":          true,
+		"/V1/MCP/":           true,
+		"/mcp//":             false,
 		"/mcpx":              false,
 		"/":                  false,
 		"":                   false,
@@ -645,8 +648,42 @@ func TestIsMCPPath(t *testing.T) {
 			t.Errorf("IsMCPPath(%q) = %v, want %v", path, got, want)
 		}
 	}
-	if !(&Extproc{}).IsMCPPath("/mcp") {
+	if !(&Extproc{}).IsMCPPath("/mcp") || !(&Extproc{}).IsMCPPath("/MCP/") {
 		t.Error("unconfigured Extproc does not match the default /mcp")
+	}
+	if !(&Extproc{MCPPaths: []string{"/api/"}}).IsMCPPath("/API") {
+		t.Error("a configured trailing slash is not needed")
+	}
+	if (&Extproc{MCPPaths: []string{"/"}}).IsMCPPath("") {
+		t.Error(`"/" matches ""`)
+	}
+}
+
+// TestResultPolicies: the policy settings default to fail closed, accept
+// their values in any case, and refuse others.
+func TestResultPolicies(t *testing.T) {
+	c, err := Parse([]byte("plugins: []\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.Extproc.RefusesUnattributed() || c.Extproc.UnattributedResponses != UnattributedRefuse {
+		t.Errorf("unattributed_responses default %q", c.Extproc.UnattributedResponses)
+	}
+	if c.Extproc.RefusesUncertainMirror() || c.Extproc.UncertainMirroredHeaders != UncertainRemove {
+		t.Errorf("uncertain_mirrored_headers default %q", c.Extproc.UncertainMirroredHeaders)
+	}
+	c, err = Parse([]byte("plugins: []\nextproc:\n  unattributed_responses: Pass\n  uncertain_mirrored_headers: REFUSE\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Extproc.RefusesUnattributed() || !c.Extproc.RefusesUncertainMirror() {
+		t.Errorf("settings not applied: %+v", c.Extproc)
+	}
+	if _, err := Parse([]byte("plugins: []\nextproc:\n  unattributed_responses: maybe\n"), nil); err == nil {
+		t.Error("unattributed_responses: maybe accepted")
+	}
+	if _, err := Parse([]byte("plugins: []\nextproc:\n  uncertain_mirrored_headers: keep\n"), nil); err == nil {
+		t.Error("uncertain_mirrored_headers: keep accepted")
 	}
 }
 

@@ -105,6 +105,14 @@ func (c *Config) ApplyDefaults() {
 	if e.MaxBodyBytes == 0 {
 		e.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	e.UnattributedResponses = strings.ToLower(strings.TrimSpace(e.UnattributedResponses))
+	if e.UnattributedResponses == "" {
+		e.UnattributedResponses = UnattributedRefuse
+	}
+	e.UncertainMirroredHeaders = strings.ToLower(strings.TrimSpace(e.UncertainMirroredHeaders))
+	if e.UncertainMirroredHeaders == "" {
+		e.UncertainMirroredHeaders = UncertainRemove
+	}
 	e.UserHeader = lowerHeader(e.UserHeader)
 	e.TenantHeader = lowerHeader(e.TenantHeader)
 	e.ServerHeader = lowerHeader(e.ServerHeader)
@@ -238,21 +246,46 @@ func (t *TLS) HostnameCheckEnabled() bool {
 }
 
 // IsMCPPath reports whether a request path (query string and fragment
-// ignored) is one of the configured MCP paths, compared exactly. Without
+// ignored) is one of the configured MCP paths, compared as MCP servers
+// route (Express, the TypeScript SDK's examples): case-insensitively, with
+// or without one trailing slash, so "/MCP" and "/mcp/" are "/mcp". Without
 // configured paths it matches the default "/mcp".
 func (e *Extproc) IsMCPPath(path string) bool {
 	if i := strings.IndexAny(path, "?#"); i >= 0 {
 		path = path[:i]
 	}
+	path = trimOneSlash(path)
 	if len(e.MCPPaths) == 0 {
-		return path == DefaultMCPPath
+		return strings.EqualFold(path, DefaultMCPPath)
 	}
 	for _, p := range e.MCPPaths {
-		if p == path {
+		if strings.EqualFold(trimOneSlash(p), path) {
 			return true
 		}
 	}
 	return false
+}
+
+// trimOneSlash removes one trailing slash, except from "/".
+func trimOneSlash(p string) string {
+	if len(p) > 1 && p[len(p)-1] == '/' {
+		return p[:len(p)-1]
+	}
+	return p
+}
+
+// RefusesUnattributed reports whether a response whose request the sidecar
+// cannot tell is refused (extproc.unattributed_responses, default refuse).
+func (e *Extproc) RefusesUnattributed() bool {
+	return e.UnattributedResponses != UnattributedPass
+}
+
+// RefusesUncertainMirror reports whether a rewritten request whose
+// Mcp-Param header cannot be rebuilt for sure is refused rather than
+// forwarded without that header (extproc.uncertain_mirrored_headers,
+// default remove).
+func (e *Extproc) RefusesUncertainMirror() bool {
+	return e.UncertainMirroredHeaders == UncertainRefuse
 }
 
 // HookTimeout is extproc.hook_timeout, or plugin_timeout + 1 s when unset:

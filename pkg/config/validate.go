@@ -286,6 +286,12 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 	if e.PluginSessions < 0 || e.PluginSessions > MaxPluginSessions {
 		v.problem("", "extproc.plugin_sessions", "must be between 0 (default) and %d, got %d", MaxPluginSessions, e.PluginSessions)
 	}
+	if u := e.UnattributedResponses; u != "" && u != UnattributedRefuse && u != UnattributedPass {
+		v.problem("", "extproc.unattributed_responses", "must be %q or %q, got %q", UnattributedRefuse, UnattributedPass, u)
+	}
+	if u := e.UncertainMirroredHeaders; u != "" && u != UncertainRemove && u != UncertainRefuse {
+		v.problem("", "extproc.uncertain_mirrored_headers", "must be %q or %q, got %q", UncertainRemove, UncertainRefuse, u)
+	}
 	for _, h := range []struct{ field, name string }{
 		{"extproc.user_header", e.UserHeader},
 		{"extproc.tenant_header", e.TenantHeader},

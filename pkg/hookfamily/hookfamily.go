@@ -89,6 +89,11 @@ type Route struct {
 	// ArgsParam is the params member holding the arguments ("arguments"),
 	// "" when the method has none.
 	ArgsParam string
+	// ResultMember is the member of the answer's result that holds the
+	// result the post hook sees ("result" for a tasks/get answer of the
+	// 2026-07-28 tasks extension); "" means the whole result. An answer
+	// without that member carries nothing for the post hook.
+	ResultMember string
 }
 
 // PreHook returns the hook run on the request, or "" when none is.
@@ -143,6 +148,12 @@ var (
 		{Method: "tools/call", Family: tool, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments"},
 		{Method: "prompts/get", Family: prompt, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments"},
 		{Method: "resources/read", Family: resource, Pre: true, Post: true, TargetParam: "uri"},
+		// The answers that carry a task's tool result (2025-11-25
+		// tasks/result; a completed tasks/get of the 2026-07-28 tasks
+		// extension). The tool name is the one of the tools/call that
+		// created the task.
+		{Method: "tasks/result", Family: tool, Post: true},
+		{Method: "tasks/get", Family: tool, Post: true, ResultMember: "result"},
 	}
 )
 

@@ -23,6 +23,8 @@ func TestRoutes(t *testing.T) {
 		{"tools/call", cpex.ToolPreInvoke, cpex.ToolPostInvoke, "name", "arguments", "tools"},
 		{"prompts/get", cpex.PromptPreFetch, cpex.PromptPostFetch, "name", "arguments", "prompts"},
 		{"resources/read", cpex.ResourcePreFetch, cpex.ResourcePostFetch, "uri", "", "resources"},
+		{"tasks/result", "", cpex.ToolPostInvoke, "", "", "tools"},
+		{"tasks/get", "", cpex.ToolPostInvoke, "", "", "tools"},
 	}
 	if len(tests) != len(Routes()) {
 		t.Errorf("%d routes tested, the table has %d: test the new row", len(tests), len(Routes()))

@@ -47,6 +47,8 @@ type PreEdit struct {
 	// Params maps params members to their new raw JSON values (for
 	// mcpmsg.ReplaceParams).
 	Params map[string][]byte
+	// Name is the new target name (the value put in Params[TargetParam]).
+	Name string
 	// Headers are the HTTP headers of the payload (families with
 	// HeadersKey), as the plugin left them; nil when absent.
 	Headers map[string]string
@@ -69,7 +71,7 @@ func (r *Route) EditOf(payload json.RawMessage) (PreEdit, error) {
 		}
 	}
 	enc, _ := json.Marshal(name)
-	edit := PreEdit{Params: map[string][]byte{r.TargetParam: enc}}
+	edit := PreEdit{Params: map[string][]byte{r.TargetParam: enc}, Name: name}
 	if args := p[f.ArgsKey]; r.ArgsParam != "" && len(args) > 0 {
 		edit.Params[r.ArgsParam] = args
 	}

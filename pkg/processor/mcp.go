@@ -18,6 +18,7 @@ import (
 type requestEdits struct {
 	replaced map[int][]byte    // rewritten messages, by index
 	headers  map[string]string // headers to set on the upstream request
+	remove   []string          // headers to remove from it
 	refusals []refusal
 }
 
@@ -34,19 +35,22 @@ func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
 		return
 	}
 	f := route.Family
-	target := hookfamily.Target{Family: f, Name: targetName(route, m)}
+	name, known := st.targetOf(route, m)
+	target := hookfamily.Target{Family: f, Name: name}
 	runPre := route.Pre && st.snap.Hooks.AppliesTo(f.Pre, &st.global, target)
-	wantPost := route.Post && m.ID != nil && st.snap.Hooks.AppliesTo(f.Post, &st.global, target)
-	if !runPre && !wantPost {
+	p := st.postWanted(route, m, target, known)
+	if !runPre && p == nil {
 		return
 	}
 	st.ensureContext()
 	rc := executor.NewRequestContext(st.global)
-	if wantPost {
+	if p != nil {
+		p.rc = rc
 		if st.pending == nil {
 			st.pending = make(map[string]*pendingCall)
 		}
-		st.pending[string(m.ID)] = &pendingCall{target: target, rc: rc}
+		st.pending[string(m.ID)] = p
+		st.foreign = true // the response is read: other streams' results on it are looked up
 	}
 	if !runPre {
 		return
@@ -63,6 +67,49 @@ func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
 	}
 	if out.Modified {
 		st.rewriteRequest(i, m, route, out.Payload, ed)
+	}
+}
+
+// postWanted returns the pending entry of a request whose answer must be
+// read, or nil: the post hook applies to its target; or it is a tools/call
+// that may create a task (its task id is learned from the answer); or it
+// reads a task of unknown origin (the unattributed_responses policy
+// applies to a result in the answer).
+func (st *stream) postWanted(route *hookfamily.Route, m *mcpmsg.Message, target hookfamily.Target, known bool) *pendingCall {
+	if !route.Post || m.ID == nil {
+		return nil
+	}
+	post := route.Family.Post
+	switch {
+	case !known:
+		if !st.snap.Hooks.Applies(post) || !st.snap.Settings.RefusesUnattributed() {
+			return nil
+		}
+		return &pendingCall{route: route, target: target, unknown: true}
+	case st.snap.Hooks.AppliesTo(post, &st.global, target):
+		return &pendingCall{route: route, target: target, hook: true}
+	case mayCreateTask(m) && st.snap.Hooks.Applies(post):
+		return &pendingCall{route: route, target: target}
+	}
+	return nil
+}
+
+// ownIDs notes the ids of the body's requests: on a stream whose response
+// is read, an answer to one of them that is not pending (answered already,
+// or no post hook wants it) passes without a lookup.
+func (st *stream) ownIDs(msgs *mcpmsg.Body) {
+	if !st.foreign {
+		return
+	}
+	for i := range msgs.Messages {
+		m := &msgs.Messages[i]
+		if m.Kind != mcpmsg.KindRequest {
+			continue
+		}
+		if st.own == nil {
+			st.own = make(map[string]struct{}, len(msgs.Messages))
+		}
+		st.own[string(m.ID)] = struct{}{}
 	}
 }
 
@@ -116,6 +163,10 @@ func (st *stream) rewriteRequest(i int, m *mcpmsg.Message, route *hookfamily.Rou
 			ed.headers = make(map[string]string)
 		}
 		ed.headers[k] = v
+	}
+	if r, refused := st.mirrorHeaders(i, m, route, &edit, ed); refused {
+		ed.refusals = append(ed.refusals, r)
+		return
 	}
 	st.logger().Debug().Str("hook", string(route.Family.Pre)).Str("target", targetName(route, m)).Msg("request rewritten by plugins")
 }

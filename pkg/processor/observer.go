@@ -8,11 +8,13 @@ type Observer interface {
 	// Message counts a message received from Envoy, by oneof name.
 	Message(kind string)
 	// ModeOverride counts the body mode chosen ("skip", "request_buffered",
+	// "response_headers" (a GET stream whose response headers decide),
 	// "response_none", "response_buffered", "response_streamed").
 	ModeOverride(mode string)
 	// Immediate counts an immediate response by reason ("blocked",
 	// "plugin_error", "invalid_request", "too_large", "unsupported_encoding",
-	// "internal").
+	// "internal", "header_mismatch", "header_mirror") or a result refused in
+	// a stream ("unattributed").
 	Immediate(reason string)
 	// BodyInspected counts a body (or SSE event) parsed, by direction
 	// ("request", "response"), with its size.

@@ -128,6 +128,7 @@ func modeResponse(body filterv3.ProcessingMode_BodySendMode) *filterv3.Processin
 // no reply of its own.
 type canned struct {
 	skipAll, inspectRequest           *extprocv3.ProcessingResponse
+	readResponse                      *extprocv3.ProcessingResponse // no bodies now, the response headers decide
 	responseNone, responseBuffered    *extprocv3.ProcessingResponse
 	requestBodyAsIs, responseBodyAsIs *extprocv3.ProcessingResponse
 	requestTrailers, responseTrailers *extprocv3.ProcessingResponse
@@ -137,6 +138,7 @@ func newCanned() *canned {
 	return &canned{
 		skipAll:          requestHeadersReply(modeSkipAll()),
 		inspectRequest:   requestHeadersReply(modeInspectRequest()),
+		readResponse:     requestHeadersReply(modeResponse(filterv3.ProcessingMode_NONE)),
 		responseNone:     responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil),
 		responseBuffered: responseHeadersReply(modeResponse(filterv3.ProcessingMode_BUFFERED), nil),
 		requestBodyAsIs:  bodyReply(false, nil, false),

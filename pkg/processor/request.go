@@ -18,7 +18,7 @@ import (
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	method, path, authority, encoding := st.readRequestHeaders(h)
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
-		return st.passThrough()
+		return st.otherRequest(method, path, authority)
 	}
 	if encoding != "identity" {
 		st.encoding = encoding
@@ -29,6 +29,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 		return st.passThrough()
 	}
 	st.phase = phaseRequestBody
+	st.headers = h.GetHeaders() // read again only if a body check needs them (headers.go)
 	st.obs.ModeOverride("request_buffered")
 	return st.canned.inspectRequest
 }
@@ -107,6 +108,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	if err != nil {
 		return st.invalidRequest(err)
 	}
+	if refused := st.checkStandardHeaders(msgs); refused != nil {
+		return refused
+	}
 	var ed requestEdits
 	for i := range msgs.Messages {
 		st.preHook(i, &msgs.Messages[i], &ed)
@@ -114,6 +118,8 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	if len(ed.refusals) > 0 {
 		return st.refuse(msgs, ed.refusals)
 	}
+	st.remember(msgs)
+	st.ownIDs(msgs)
 	return st.forwardRequest(body, msgs, &ed, decoded)
 }
 
@@ -178,7 +184,7 @@ func (st *stream) invalidRequest(err error) *extprocv3.ProcessingResponse {
 // with the rewritten messages, the headers plugins set, and without
 // content-encoding when the body was decoded.
 func (st *stream) forwardRequest(body []byte, msgs *mcpmsg.Body, ed *requestEdits, decoded bool) *extprocv3.ProcessingResponse {
-	if ed.replaced == nil && ed.headers == nil && !decoded {
+	if ed.replaced == nil && ed.headers == nil && ed.remove == nil && !decoded {
 		return st.canned.requestBodyAsIs
 	}
 	if ed.replaced != nil {
@@ -189,6 +195,7 @@ func (st *stream) forwardRequest(body []byte, msgs *mcpmsg.Body, ed *requestEdit
 	if decoded {
 		cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, "content-encoding")
 	}
+	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, ed.remove...)
 	for k, v := range ed.headers {
 		cr.HeaderMutation.SetHeaders = append(cr.HeaderMutation.SetHeaders, header(k, v))
 	}

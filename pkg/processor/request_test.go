@@ -48,7 +48,7 @@ func TestRequestAllowedIsForwardedByteForByte(t *testing.T) {
 	for name, body := range bodies {
 		t.Run(name, func(t *testing.T) {
 			guard.Reset()
-			res := doWith(t, &h.filter, mcpPost(body), jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":1,"result":{}}`))
+			res := doWith(t, &h.filter, mcpPost(body), echoIDUpstream)
 			if res.UpstreamRequest == nil {
 				t.Fatal("request did not reach the upstream")
 			}
@@ -291,8 +291,19 @@ func TestRequestBatch(t *testing.T) {
 	})
 }
 
+// echoIDUpstream answers a JSON-RPC request with an empty result for its id.
+func echoIDUpstream(ctx context.Context, r *envoytest.UpstreamRequest) (*envoytest.UpstreamResponse, error) {
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(r.Body, &m) != nil || m.ID == nil {
+		return &envoytest.UpstreamResponse{Status: http.StatusAccepted}, nil
+	}
+	return jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":`+string(m.ID)+`,"result":{}}`)(ctx, r)
+}
+
 // TestRequestSkipped: what cannot carry a hooked MCP message costs one
-// message and no body round trip.
+// message and no body round trip. (GET streams: TestGETStreamCost.)
 func TestRequestSkipped(t *testing.T) {
 	guard := plugintest.NewScripted("guard")
 	guard.SetFunc(plugintest.Block(cpex.PluginViolation{Reason: "Denied", Code: "X"}))
@@ -308,7 +319,6 @@ func TestRequestSkipped(t *testing.T) {
 	}{
 		{"POST to another path", post("/api/v1/echo")},
 		{"POST to a path that only starts like /mcp", post("/mcp2")},
-		{"GET /mcp", &envoytest.Request{Method: http.MethodGet, Path: "/mcp", Headers: http.Header{"Accept": {"text/event-stream"}}}},
 		{"DELETE /mcp", &envoytest.Request{Method: http.MethodDelete, Path: "/mcp", Headers: http.Header{"Mcp-Session-Id": {"s-1"}}}},
 		{"POST /mcp without body", &envoytest.Request{Method: http.MethodPost, Path: "/mcp"}},
 	}

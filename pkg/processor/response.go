@@ -26,7 +26,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
 			"mcp-extproc misconfigured: Envoy did not send the request body (allow_mode_override must be true)", nil), false, nil)
 	}
-	if len(st.pending) == 0 || h.GetEndOfStream() {
+	if (len(st.pending) == 0 && !st.foreign) || h.GetEndOfStream() {
 		return st.responseNone()
 	}
 	var status int
@@ -133,7 +133,7 @@ func (st *stream) failPending(message string) [][]byte {
 
 func (st *stream) pendingFailClosed() bool {
 	for _, p := range st.pending {
-		if st.snap.Hooks.FailClosed(p.target.Family.Post) {
+		if (p.hook || p.unknown) && st.snap.Hooks.FailClosed(p.target.Family.Post) {
 			return true
 		}
 	}
@@ -150,10 +150,11 @@ func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
 			continue
 		}
 		p, ok := st.pending[string(m.ID)]
-		if !ok {
+		if ok {
+			delete(st.pending, string(m.ID))
+		} else if p = st.foreignCall(m.ID); p == nil {
 			continue
 		}
-		delete(st.pending, string(m.ID))
 		if m.Kind == mcpmsg.KindError {
 			continue // the server refused; nothing to inspect
 		}
@@ -167,11 +168,39 @@ func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
 	return replaced
 }
 
+// foreignCall returns what a response to none of this stream's pending
+// requests answers, or nil when it passes: on a stream that may carry
+// other streams' results, an id not of this stream is looked up.
+func (st *stream) foreignCall(id []byte) *pendingCall {
+	if !st.foreign {
+		return nil
+	}
+	if _, mine := st.own[string(id)]; mine {
+		return nil
+	}
+	return st.attribute(id)
+}
+
 // postHook runs the post hook on one result and returns the message that
 // replaces it, or nil when it goes on unchanged.
 func (st *stream) postHook(i int, m *mcpmsg.Message, p *pendingCall) []byte {
+	if p.route == nil { // nothing is known of the request
+		return st.unattributed(m)
+	}
+	if p.route.Method == "tools/call" {
+		st.recordTask(m.Result, p.target.Name)
+	}
+	inner, ok := p.route.HookedResult(m.Result)
+	switch {
+	case !ok:
+		return nil // input_required, a task status: not a result
+	case p.unknown:
+		return st.unattributed(m)
+	case !p.hook:
+		return nil
+	}
 	f := p.target.Family
-	payload, err := f.PostPayload(p.target.Name, m.Result)
+	payload, err := f.PostPayload(p.target.Name, inner)
 	if err != nil {
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "response cannot be inspected: "+err.Error(), nil)
 	}
@@ -183,6 +212,9 @@ func (st *stream) postHook(i int, m *mcpmsg.Message, p *pendingCall) []byte {
 		return nil
 	}
 	result, err := f.ResultOf(out.Payload)
+	if err == nil {
+		result, err = p.route.WithHookedResult(m.Result, result)
+	}
 	var msg []byte
 	if err == nil {
 		msg, err = mcpmsg.ReplaceResult(*m, result)

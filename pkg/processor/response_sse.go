@@ -92,7 +92,7 @@ func (st *stream) sseEventOrRaw(ev *sse.Event) []byte {
 // sseEvent runs post hooks on the JSON-RPC messages of one event and returns
 // the rewritten event, or nil when it passes unchanged.
 func (st *stream) sseEvent(ev *sse.Event) []byte {
-	if len(st.pending) == 0 || len(ev.Data) == 0 || !mcpmsg.MayBeResponse(ev.Data) {
+	if (len(st.pending) == 0 && !st.foreign) || len(ev.Data) == 0 || !mcpmsg.MayBeResponse(ev.Data) {
 		return nil
 	}
 	msgs, err := mcpmsg.Parse(ev.Data)
@@ -112,7 +112,7 @@ func (st *stream) sseEvent(ev *sse.Event) []byte {
 // pending id with an error event and drops the rest, so the client sees a
 // well-formed stream and never a truncated result.
 func (st *stream) sseOverflow(err error, prev, chunk []byte, complete []sse.Event) *extprocv3.ProcessingResponse {
-	if !st.pendingFailClosed() {
+	if !st.overflowFailsClosed() {
 		// Everything not yet sent — the bytes held before this chunk, and
 		// the chunk — goes out as it came.
 		unsent := make([]byte, 0, len(prev)+len(chunk))

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
@@ -66,6 +67,12 @@ type Options struct {
 	// LogBodies logs request bodies at debug level (with credential headers
 	// redacted). Off by default: bodies may hold secrets.
 	LogBodies bool
+	// Attribution remembers what each forwarded request and created task
+	// was, so that results arriving on other streams (GET replays, tasks)
+	// get their post hooks. Create one per sidecar and keep it across
+	// configuration reloads; nil means New makes one with the default
+	// bounds.
+	Attribution *attribution.Store
 }
 
 // Server implements extprocv3.ExternalProcessorServer.
@@ -81,6 +88,9 @@ type Server struct {
 func New(opts Options) *Server {
 	if opts.Observer == nil {
 		opts.Observer = nopObserver{}
+	}
+	if opts.Attribution == nil {
+		opts.Attribution = attribution.New(attribution.Options{})
 	}
 	return &Server{opts: opts, canned: newCanned()}
 }

@@ -11,10 +11,12 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
 )
@@ -68,16 +70,41 @@ type stream struct {
 	// applies to, by raw JSON-RPC id.
 	pending map[string]*pendingCall
 	sse     *sse.Decoder // phaseResponseSSE
+
+	// attr is the sidecar's memory of forwarded requests and tasks
+	// (attribute.go). foreign: responses to requests of other streams are
+	// looked up there (a GET stream; a POST stream whose response is
+	// read). own: ids of this stream's requests, whose answers need no
+	// lookup.
+	attr    *attribution.Store
+	foreign bool
+	own     map[string]struct{}
+	post    int8 // postConfigured's answer: 0 unknown, 1 no, 2 yes
+
+	// headers are the request headers of a POST whose body is read;
+	// mcpHeaders the standard ones of MCP 2026-07-28 among them, taken
+	// from headers on first use (headers.go).
+	headers    *corev3.HeaderMap
+	mcpHeaders []mcpheaders.Header
+	mcpRead    bool
 }
 
-// pendingCall is a hooked request waiting for its response.
+// pendingCall is a request waiting for its response.
 type pendingCall struct {
+	route  *hookfamily.Route
 	target hookfamily.Target // the family's post hook runs on the result
 	rc     *executor.RequestContext
+	// hook: the post hook applies. A tools/call without it is pending only
+	// to learn the task its answer may create.
+	hook bool
+	// unknown: the request that would name the target is not known (a
+	// task of unknown origin, an unattributable response); the
+	// unattributed_responses policy applies to a result.
+	unknown bool
 }
 
 func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned) *stream {
-	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c,
+	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c, attr: opts.Attribution,
 		withHeaders: opts.WithHeaders, logBodies: opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel}
 }
 

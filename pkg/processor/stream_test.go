@@ -15,6 +15,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
@@ -24,12 +25,13 @@ import (
 
 // fakeHooks has the tool hooks; post, if set, decides tool_post_invoke.
 type fakeHooks struct {
-	post  func(payload json.RawMessage) executor.Outcome
-	calls int
+	post    func(payload json.RawMessage) executor.Outcome
+	calls   int
+	preOnly bool // no post hook is configured
 }
 
 func (f *fakeHooks) Applies(h cpex.HookType) bool {
-	return h == cpex.ToolPreInvoke || h == cpex.ToolPostInvoke
+	return h == cpex.ToolPreInvoke || h == cpex.ToolPostInvoke && !f.preOnly
 }
 
 func (f *fakeHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage, _ *executor.RequestContext, _ executor.Target) executor.Outcome {
@@ -53,7 +55,7 @@ func rewrite(json.RawMessage) executor.Outcome {
 
 func testStream(h Hooks) *stream {
 	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}}, newCanned())
+	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})}, newCanned())
 }
 
 func headerMap(kv ...string) *corev3.HeaderMap {
@@ -112,7 +114,11 @@ func TestModeOverride(t *testing.T) {
 		{"POST /mcp", inspect[:1], mode{buffered, none, dflt}, false},
 		{"POST /mcp?x=1", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp?x=1", false)}, mode{buffered, none, dflt}, false},
 		{"POST /mcp without body", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", true)}, mode{none, none, skip}, false},
-		{"GET /mcp", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/mcp", true)}, mode{none, none, skip}, false},
+		{"GET /mcp", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/mcp", true)}, mode{none, none, dflt}, false},
+		{"GET /MCP/ SSE", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/MCP/", true), responseHeaders(200, "content-type", "text/event-stream", "content-length", "42")}, mode{none, streamed, dflt}, true},
+		{"GET /mcp JSON", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/mcp", true), responseHeaders(200, "content-type", "application/json")}, mode{none, buffered, dflt}, false},
+		{"GET /mcp 405", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/mcp", true), responseHeaders(405, "content-type", "text/plain")}, mode{none, none, dflt}, false},
+		{"GET /other", []*extprocv3.ProcessingRequest{requestHeaders("GET", "/other", true)}, mode{none, none, skip}, false},
 		{"DELETE /mcp", []*extprocv3.ProcessingRequest{requestHeaders("DELETE", "/mcp", true)}, mode{none, none, skip}, false},
 		{"POST /other", []*extprocv3.ProcessingRequest{requestHeaders("POST", "/other", false)}, mode{none, none, skip}, false},
 		{"JSON response", append(inspect, responseHeaders(200, "content-type", "application/json", "content-length", "42")), mode{none, buffered, dflt}, false},
@@ -398,6 +404,19 @@ func TestLogBodies(t *testing.T) {
 	for _, off := range []string{run(false, zerolog.DebugLevel), run(true, zerolog.InfoLevel)} {
 		if strings.Contains(off, `\"name\":\"t\"`) || strings.Contains(off, "s3cret") {
 			t.Errorf("body logged without the opt-in at debug:\n%s", off)
+		}
+	}
+}
+
+// TestGETWithoutPostHooks: with no post hook configured, a GET stream costs
+// what it always did: one message, no response headers, no body.
+func TestGETWithoutPostHooks(t *testing.T) {
+	for _, path := range []string{"/mcp", "/mcp/", "/other"} {
+		st := testStream(&fakeHooks{preOnly: true})
+		r := st.handle(requestHeaders("GET", path, true))
+		o := r.GetModeOverride()
+		if o.GetResponseHeaderMode() != filterv3.ProcessingMode_SKIP || o.GetRequestBodyMode() != filterv3.ProcessingMode_NONE || o.GetResponseBodyMode() != filterv3.ProcessingMode_NONE {
+			t.Errorf("GET %s: mode_override %v, want skip everything", path, o)
 		}
 	}
 }

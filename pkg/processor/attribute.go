@@ -1,0 +1,182 @@
+package processor
+
+import (
+	"bytes"
+	"net/http"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+)
+
+// Results that reach the client on another stream than their request's
+// (docs/mcp-result-paths.md): a GET that resumes a stream replays its
+// responses, and a task's result is the answer to tasks/result or tasks/get.
+// While any post hook is configured, the stream that forwards a request
+// records what it was in the sidecar's attribution.Store, and the stream
+// that sees a response it did not forward looks it up there.
+
+// families is hookfamily's table, read once (read-only).
+var families = hookfamily.Families()
+
+// postConfigured reports whether any family's post hook has a plugin. When
+// none has, nothing is recorded and GET streams are not read.
+func (st *stream) postConfigured() bool {
+	if st.post == 0 {
+		st.post = 1
+		for _, f := range families {
+			if st.snap.Hooks.Applies(f.Post) {
+				st.post = 2
+				break
+			}
+		}
+	}
+	return st.post == 2
+}
+
+// otherRequest answers the request headers of a request that carries no
+// message for a pre hook. A GET to an MCP path opens a stream that may
+// carry responses (a replay after Last-Event-ID): while post hooks are
+// configured its response headers are asked for, to read an SSE body. A
+// DELETE ends an MCP session: its entries are forgotten (a later replay is
+// unattributable, the safe direction). Everything else passes untouched.
+func (st *stream) otherRequest(method, path, authority string) *extprocv3.ProcessingResponse {
+	if (method != http.MethodGet && method != http.MethodDelete) || !st.snap.Settings.IsMCPPath(path) || !st.postConfigured() {
+		return st.passThrough()
+	}
+	if method == http.MethodDelete {
+		if st.sessionID != "" {
+			st.attr.ForgetSession(st.sessionID)
+		}
+		return st.passThrough()
+	}
+	st.path, st.authority = path, authority
+	st.foreign = true
+	st.phase = phaseRequestSeen
+	st.obs.ModeOverride("response_headers")
+	return st.canned.readResponse
+}
+
+// remember records every request of a forwarded body with its method and
+// target. Requests of every method are recorded, not only hooked ones: a
+// replayed answer whose id the store does not know is refused, and a
+// tools/list answer must still resume. Sessionless requests are not
+// recorded (their ids share one key space and collide; their answers can
+// only come on their own POST), nor a task request whose task is unknown.
+func (st *stream) remember(msgs *mcpmsg.Body) {
+	if st.sessionID == "" || !st.postConfigured() {
+		return
+	}
+	for i := range msgs.Messages {
+		m := &msgs.Messages[i]
+		if m.Kind != mcpmsg.KindRequest {
+			continue
+		}
+		o := attribution.Origin{Method: m.Method}
+		if route, ok := hookfamily.ByMethod(m.Method); ok {
+			name, known := st.targetOf(route, m)
+			if !known {
+				continue
+			}
+			o.Name = name
+		}
+		if err := st.attr.Record(st.sessionID, m.ID, o); err != nil {
+			st.logger().Debug().Err(err).Str("method", m.Method).Msg("request not recorded for attribution")
+		}
+	}
+}
+
+// targetOf returns the target name of a routed request: from its params,
+// or, for a route whose target is not in the request (tasks/result,
+// tasks/get), the tool of the tools/call that created the task. known is
+// false when that task was never seen (or is forgotten).
+func (st *stream) targetOf(r *hookfamily.Route, m *mcpmsg.Message) (name string, known bool) {
+	if r.TargetParam != "" {
+		return targetName(r, m), true
+	}
+	id, ok := attribution.ParamsTaskID(m.Params)
+	if !ok {
+		return "", false
+	}
+	o, err := st.attr.LookupTask(st.sessionID, id)
+	if err != nil || o.Method != "tools/call" {
+		return "", false
+	}
+	return o.Name, true
+}
+
+// mayCreateTask reports whether a tools/call may be answered with a task:
+// params.task (2025-11-25) or the tasks extension declared in params._meta
+// (2026-07-28) both name "task".
+func mayCreateTask(m *mcpmsg.Message) bool {
+	return m.Method == "tools/call" && (bytes.Contains(m.Params, []byte("task")) || bytes.Contains(m.Params, []byte(`\u`)))
+}
+
+// recordTask remembers the task a tools/call answer created, so that its
+// result (tasks/result, tasks/get) gets tool_post_invoke under tool.
+func (st *stream) recordTask(result []byte, tool string) {
+	if !bytes.Contains(result, []byte(`"task`)) && !bytes.Contains(result, []byte(`\u`)) {
+		return
+	}
+	id, ok := attribution.CreatedTaskID(result)
+	if !ok {
+		return
+	}
+	if err := st.attr.RecordTask(st.sessionID, id, attribution.Origin{Method: "tools/call", Name: tool}); err != nil {
+		st.logger().Warn().Err(err).Msg("task not recorded: its result will be unattributable")
+	}
+}
+
+// attribute finds what a response to a request of another stream answers.
+// It returns nil when the response passes (no post hook applies to its
+// request, or the policy lets unattributable responses pass).
+func (st *stream) attribute(id []byte) *pendingCall {
+	o, err := st.attr.Lookup(st.sessionID, id)
+	if err != nil {
+		if !st.snap.Settings.RefusesUnattributed() {
+			return nil
+		}
+		return &pendingCall{unknown: true}
+	}
+	route, ok := hookfamily.ByMethod(o.Method)
+	if !ok || !route.Post {
+		return nil
+	}
+	st.ensureContext()
+	target := hookfamily.Target{Family: route.Family, Name: o.Name}
+	hook := st.snap.Hooks.AppliesTo(route.Family.Post, &st.global, target)
+	if !hook && o.Method != "tools/call" {
+		return nil
+	}
+	return &pendingCall{route: route, target: target, hook: hook, rc: executor.NewRequestContext(st.global)}
+}
+
+// unattributed applies the refuse policy to a result whose request is not
+// known: the client gets a JSON-RPC error for its id instead.
+func (st *stream) unattributed(m *mcpmsg.Message) []byte {
+	st.obs.Immediate("unattributed")
+	st.logger().Info().Bytes("id", m.ID).Msg("refused: result of a request this sidecar does not know (unattributed_responses: refuse)")
+	return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError,
+		"mcp-extproc: this result cannot be matched to its request, so its post hooks cannot run; not forwarded", nil)
+}
+
+// overflowFailsClosed reports whether a response event too large to
+// inspect is refused: a pending request's post hook fails closed, or, on a
+// stream that may carry other streams' results, any post hook does.
+func (st *stream) overflowFailsClosed() bool {
+	if st.pendingFailClosed() {
+		return true
+	}
+	if !st.foreign {
+		return false
+	}
+	for _, f := range families {
+		if st.snap.Hooks.Applies(f.Post) && st.snap.Hooks.FailClosed(f.Post) {
+			return true
+		}
+	}
+	return false
+}
