@@ -201,6 +201,21 @@ type Extproc struct {
 	// is accepted with a warning: the hook deadline then cuts a slow plugin
 	// before its own timeout does.
 	HookTimeout *Seconds `yaml:"hook_timeout,omitempty" json:"hook_timeout,omitempty"`
+	// TrustMCPMethodHeader lets the processor decide from the request
+	// headers of MCP 2026-07-28 (Mcp-Method, Mcp-Name) which hooks can
+	// apply, before reading the body: a request whose method no hook has, or
+	// whose named target no plugin's conditions select, passes without its
+	// body being read. Safe with conforming servers, which refuse a request
+	// whose headers disagree with its body. Default true; false reads the
+	// body of every MCP POST. Read it with [Extproc.TrustsMCPMethodHeader].
+	TrustMCPMethodHeader *bool `yaml:"trust_mcp_method_header,omitempty" json:"trust_mcp_method_header,omitempty"`
+}
+
+// TrustsMCPMethodHeader reports whether the Mcp-Method and Mcp-Name headers
+// of MCP 2026-07-28 are trusted to decide before the body is read (default
+// true).
+func (e *Extproc) TrustsMCPMethodHeader() bool {
+	return e.TrustMCPMethodHeader == nil || *e.TrustMCPMethodHeader
 }
 
 // Seconds is a duration written in seconds (int or float) as cpex does.

@@ -100,6 +100,9 @@ func newHarness(t *testing.T, yaml string, plugins ...pluginserver.Plugin) *harn
 			Client:            envoytest.Serve(t, proc),
 			AllowModeOverride: true,
 			MessageTimeout:    messageTimeout,
+			// As the shipped Envoy config (envoy/envoy.yaml): a mutation
+			// Envoy refuses is a 500, never silently dropped.
+			DisallowIsError: true,
 		},
 	}
 }

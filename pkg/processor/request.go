@@ -6,15 +6,20 @@ import (
 	"net/http"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
-// requestHeaders decides whether this request can carry a hooked MCP message.
-// Only a POST to an MCP path needs its body; everything else (GET SSE streams,
-// DELETE, non-MCP paths) is told to skip bodies and response headers.
+// requestHeaders decides whether this request can carry a hooked MCP message
+// and asks Envoy for only what a hook can use (decide.go): nothing more for
+// GET SSE streams, DELETE, non-MCP paths and, with trusted MCP 2026-07-28
+// headers, methods or targets no plugin selects; the body otherwise, and the
+// response headers only when a post hook may apply.
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	method, path, authority, encoding := st.readRequestHeaders(h)
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
@@ -28,9 +33,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 		// A POST without a body holds no MCP message; the server answers it.
 		return st.passThrough()
 	}
-	st.phase = phaseRequestBody
-	st.obs.ModeOverride("request_buffered")
-	return st.canned.inspectRequest
+	return st.askForBody()
 }
 
 func (st *stream) passThrough() *extprocv3.ProcessingResponse {
@@ -59,36 +62,52 @@ func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, au
 			st.sessionID = headerValue(hv)
 		case "content-encoding":
 			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
-		case "traceparent", "tracestate":
-			if st.trace == nil {
-				st.trace = make(http.Header, 3)
-			}
-			st.trace.Set(k, headerValue(hv))
+		case "traceparent":
+			st.traceparent = headerValue(hv)
+		case "tracestate":
+			st.tracestate = headerValue(hv)
+		case "mcp-protocol-version", "mcp-method", "mcp-name":
+			st.std.add(k, hv)
 		}
 		if st.logBodies {
-			st.logHeaders = append(st.logHeaders, k, redactHeader(k, headerValue(hv)))
+			st.logHeaders = append(st.logHeaders, logsafe.Cap(k, logsafe.DefaultCap), logsafe.Cap(redactHeader(k, headerValue(hv)), logsafe.DefaultCap))
 		}
 		// Configured headers may name any header, the ones above included.
 		if k == "" {
 			continue
 		}
-		if k == set.UserHeader {
-			st.global.User = userJSON(headerValue(hv))
-		}
-		if k == set.TenantHeader {
-			st.global.TenantID = headerValue(hv)
-		}
-		if k == set.ServerHeader {
-			st.global.ServerID = headerValue(hv)
-		}
-		if forwardHeader(set.ForwardHeaders, k) {
-			if st.forwarded == nil {
-				st.forwarded = make(map[string]string)
-			}
-			st.forwarded[k] = headerValue(hv)
-		}
+		st.readConfiguredHeader(set, k, hv)
 	}
 	return method, path, authority, encoding
+}
+
+// readConfiguredHeader keeps a header the configuration names for the
+// plugin context or the forwarded headers, when it is within
+// MaxForwardedHeaderBytes.
+func (st *stream) readConfiguredHeader(set *config.Extproc, k string, hv *corev3.HeaderValue) {
+	user, tenant, server, fwd := k == set.UserHeader, k == set.TenantHeader, k == set.ServerHeader, forwardHeader(set.ForwardHeaders, k)
+	if !user && !tenant && !server && !fwd {
+		return
+	}
+	v, ok := st.boundedValue(k, headerValue(hv), MaxForwardedHeaderBytes)
+	if !ok {
+		return
+	}
+	if user {
+		st.global.User = userJSON(v)
+	}
+	if tenant {
+		st.global.TenantID = v
+	}
+	if server {
+		st.global.ServerID = v
+	}
+	if fwd {
+		if st.forwarded == nil {
+			st.forwarded = make(map[string]string)
+		}
+		st.forwarded[k] = v
+	}
 }
 
 // requestBody inspects the buffered request body: limits and decoding,
