@@ -156,11 +156,11 @@ func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refuse
 		dec, err := contentcoding.Decode(st.encoding, body, limit)
 		switch {
 		case errors.Is(err, contentcoding.ErrTooLarge):
-			st.logger().Warn().Str("content_encoding", st.encoding).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
+			st.logger().Warn().Str("content_encoding", logsafe.Cap(st.encoding, logsafe.DefaultCap)).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
 			return nil, false, st.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
 				fmt.Sprintf("decoded request body exceeds the inspection limit of %d bytes", limit))
 		case err != nil:
-			st.logger().Warn().Err(err).Msg("refused: request body cannot be decoded")
+			st.logger().Warn().Str("error", logsafe.Cap(err.Error(), logsafe.DefaultCap)).Msg("refused: request body cannot be decoded")
 			return nil, false, st.refuseBody(http.StatusUnsupportedMediaType, "unsupported_encoding",
 				"request body cannot be inspected: "+err.Error())
 		}
@@ -168,10 +168,14 @@ func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refuse
 	}
 	st.obs.BodyInspected("request", len(body))
 	if st.logBodies {
-		st.logger().Debug().Strs("headers", st.logHeaders).Bytes("body", body).Msg("request body (--log-bodies)")
+		st.logger().Debug().Strs("headers", st.logHeaders).Str("body", logsafe.Cap(string(body), maxLoggedBody)).Msg("request body (--log-bodies)")
 	}
 	return body, decoded, nil
 }
+
+// maxLoggedBody bounds the body logged with --log-bodies, so the line stays
+// well under logsafe.MaxLine with its headers.
+const maxLoggedBody = 8 << 10
 
 // refuseBody answers a request whose body cannot be inspected with an
 // id-less JSON-RPC invalid-request error.
@@ -189,7 +193,7 @@ func (st *stream) invalidRequest(err error) *extprocv3.ProcessingResponse {
 		code, reason, id = e.Code, e.Message, e.ID
 	}
 	st.obs.Immediate("invalid_request")
-	st.logger().Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
+	st.logger().Info().Str("reason", logsafe.Cap(reason, logsafe.DefaultCap)).Msg("refused: invalid JSON-RPC body")
 	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, code, reason, nil), false, nil)
 }
 
