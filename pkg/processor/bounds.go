@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -33,6 +34,12 @@ const (
 	MaxTracestateBytes   = 512
 	MaxTracestateMembers = 32
 )
+
+// rawHeaders are client header values as received, read only when a plugin
+// call or a log line needs them.
+type rawHeaders struct {
+	requestID, traceparent, tracestate *corev3.HeaderValue
+}
 
 // dropped records a client header left out because of its size, for one
 // debug line per stream.
@@ -77,27 +84,28 @@ func (st *stream) boundedValue(k, v string, max int) (string, bool) {
 // fields; tracestate by its member syntax and the 32-member limit, and here
 // by its 512-byte limit.
 func (st *stream) traceContext() http.Header {
-	if st.traceparent == "" {
-		if st.tracestate != "" {
-			st.dropHeader("tracestate", len(st.tracestate))
+	parent, state := headerBytes(st.raw.traceparent), headerBytes(st.raw.tracestate)
+	if len(parent) == 0 {
+		if len(state) != 0 {
+			st.dropHeader("tracestate", len(state))
 		}
 		return nil
 	}
-	in := http.Header{}
-	in.Set("traceparent", st.traceparent)
-	if len(st.tracestate) > MaxTracestateBytes {
-		st.dropHeader("tracestate", len(st.tracestate))
-	} else if st.tracestate != "" {
-		in.Set("tracestate", st.tracestate)
+	in := make(http.Header, 2)
+	in.Set("traceparent", string(parent))
+	if len(state) > MaxTracestateBytes {
+		st.dropHeader("tracestate", len(state))
+	} else if len(state) != 0 {
+		in.Set("tracestate", string(state))
 	}
 	var prop propagation.TraceContext
 	sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.HeaderCarrier(in)))
 	if !sc.IsValid() {
-		st.dropHeader("traceparent", len(st.traceparent))
+		st.dropHeader("traceparent", len(parent))
 		return nil
 	}
 	if in.Get("tracestate") != "" && sc.TraceState().Len() == 0 {
-		st.dropHeader("tracestate", len(st.tracestate)) // malformed or over 32 members
+		st.dropHeader("tracestate", len(state)) // malformed or over 32 members
 	}
 	out := make(http.Header, 3)
 	prop.Inject(trace.ContextWithRemoteSpanContext(context.Background(), sc), propagation.HeaderCarrier(out))

@@ -30,19 +30,21 @@ import (
 
 // stdHeaders are the MCP 2026-07-28 standard headers of a request, as
 // received. A header sent more than once is not trusted.
+// The values stay in the received message, converted only when the request
+// is decided from them.
 type stdHeaders struct {
-	version, method, name    string
+	version, method, name    *corev3.HeaderValue
 	nVersion, nMethod, nName uint8
 }
 
 func (s *stdHeaders) add(k string, hv *corev3.HeaderValue) {
 	switch k {
 	case "mcp-protocol-version":
-		s.version, s.nVersion = headerValue(hv), s.nVersion+1
+		s.version, s.nVersion = hv, s.nVersion+1
 	case "mcp-method":
-		s.method, s.nMethod = headerValue(hv), s.nMethod+1
+		s.method, s.nMethod = hv, s.nMethod+1
 	case "mcp-name":
-		s.name, s.nName = headerValue(hv), s.nName+1
+		s.name, s.nName = hv, s.nName+1
 	}
 }
 
@@ -98,10 +100,10 @@ func (st *stream) needs() (body, post bool) {
 func (st *stream) declared() (r *hookfamily.Route, name string, decided bool) {
 	s := &st.std
 	if !st.snap.Settings.TrustsMCPMethodHeader() || s.nVersion != 1 || s.nMethod != 1 ||
-		!mcpheaders.StandardHeaders(s.version) {
+		!mcpheaders.StandardHeaders(string(headerBytes(s.version))) {
 		return nil, "", false
 	}
-	r, ok := hookfamily.ByMethod(s.method)
+	r, ok := hookfamily.ByMethod(string(headerBytes(s.method)))
 	if !ok {
 		return nil, "", true
 	}
@@ -111,7 +113,7 @@ func (st *stream) declared() (r *hookfamily.Route, name string, decided bool) {
 	if s.nName != 1 {
 		return nil, "", false
 	}
-	name, err := mcpheaders.Decode(s.name)
+	name, err := mcpheaders.Decode(headerValue(s.name))
 	if err != nil {
 		return nil, "", false
 	}

@@ -21,14 +21,14 @@ import (
 // headers, methods or targets no plugin selects; the body otherwise, and the
 // response headers only when a post hook may apply.
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	method, path, authority, encoding := st.readRequestHeaders(h)
-	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
+	post, path, authority, encoding := st.readRequestHeaders(h)
+	if !post || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
 		return st.passThrough()
 	}
 	if encoding != "identity" {
 		st.encoding = encoding
 	}
-	st.path, st.authority = path, authority
+	st.path, st.authority = path, string(authority)
 	if h.GetEndOfStream() {
 		// A POST without a body holds no MCP message; the server answers it.
 		return st.passThrough()
@@ -44,28 +44,30 @@ func (st *stream) passThrough() *extprocv3.ProcessingResponse {
 
 // readRequestHeaders keeps what the stream needs from the request headers
 // and returns the ones requestHeaders decides on.
-func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, authority, encoding string) {
+func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (post bool, path string, authority []byte, encoding string) {
 	set := st.snap.Settings
 	for _, hv := range h.GetHeaders().GetHeaders() {
-		// Values are converted to strings only for the headers used.
+		// Values are converted to strings only for the headers used, and
+		// those only a plugin call needs only when one is made
+		// (ensureContext, declared): passthrough allocates little.
 		k := hv.GetKey()
 		switch k {
 		case ":method":
-			method = headerValue(hv)
+			post = string(headerBytes(hv)) == http.MethodPost
 		case ":path":
 			path = headerValue(hv)
 		case ":authority":
-			authority = headerValue(hv)
+			authority = headerBytes(hv)
 		case "x-request-id":
-			st.requestID = headerValue(hv)
+			st.raw.requestID = hv
 		case "mcp-session-id":
 			st.sessionID = headerValue(hv)
 		case "content-encoding":
 			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
 		case "traceparent":
-			st.traceparent = headerValue(hv)
+			st.raw.traceparent = hv
 		case "tracestate":
-			st.tracestate = headerValue(hv)
+			st.raw.tracestate = hv
 		case "mcp-protocol-version", "mcp-method", "mcp-name":
 			st.std.add(k, hv)
 		}
@@ -78,7 +80,7 @@ func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, au
 		}
 		st.readConfiguredHeader(set, k, hv)
 	}
-	return method, path, authority, encoding
+	return post, path, authority, encoding
 }
 
 // readConfiguredHeader keeps a header the configuration names for the

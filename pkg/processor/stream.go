@@ -57,11 +57,12 @@ type stream struct {
 	authority    string
 	contextReady bool // ensureContext ran
 	// refused, when set, answers every message: the filter is misconfigured.
-	refused     *extprocv3.ProcessingResponse
-	std         stdHeaders // MCP 2026-07-28 standard headers (decide.go)
-	encoding    string     // content-encoding of the request body, "" for identity
-	traceparent string     // as received; validated by traceContext before any plugin call
-	tracestate  string
+	refused  *extprocv3.ProcessingResponse
+	std      stdHeaders // MCP 2026-07-28 standard headers (decide.go)
+	encoding string     // content-encoding of the request body, "" for identity
+	// raw are header values kept as received until a plugin call or a log
+	// line needs them (ensureContext).
+	raw rawHeaders
 	// droppedHeaders are client headers not forwarded to plugins (size, format).
 	droppedHeaders []dropped
 	// withHeaders attaches HTTP headers to the plugin calls made with a ctx.
@@ -98,9 +99,10 @@ func (st *stream) ensureContext() {
 		return
 	}
 	st.contextReady = true
-	if len(st.requestID) > MaxRequestIDBytes {
-		st.dropHeader("x-request-id", len(st.requestID))
-		st.requestID = ""
+	if id := headerBytes(st.raw.requestID); len(id) > MaxRequestIDBytes {
+		st.dropHeader("x-request-id", len(id))
+	} else if st.requestID == "" {
+		st.requestID = string(id)
 	}
 	if st.requestID == "" {
 		st.requestID = rand.Text()
@@ -152,6 +154,18 @@ func redactHeader(k, v string) string {
 		return "[redacted]"
 	}
 	return v
+}
+
+// headerBytes returns a header's value without copying it (Envoy sends
+// raw_value; value only from older senders).
+func headerBytes(hv *corev3.HeaderValue) []byte {
+	if hv == nil {
+		return nil
+	}
+	if raw := hv.GetRawValue(); len(raw) > 0 {
+		return raw
+	}
+	return []byte(hv.GetValue())
 }
 
 func headerValue(hv *corev3.HeaderValue) string {
