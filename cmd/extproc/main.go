@@ -26,6 +26,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 )
 
 func main() {
@@ -76,7 +77,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "extproc: invalid --log-level %q\n", *logLevel)
 		return 2
 	}
-	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
+	// Every line bounded (logsafe.MaxLine), whatever a client put in a field.
+	log := zerolog.New(logsafe.NewWriter(stderr)).Level(level).With().Timestamp().Logger()
 	for _, w := range cfg.Warnings {
 		log.Warn().Str("plugin", w.Plugin).Str("field", w.Field).Msg(w.Message)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 )
 
 // Endpoint is an ExternalProcessor reached over gRPC on loopback.
@@ -114,7 +115,7 @@ func SidecarConfig(maxBody int, plugins ...PluginSpec) string {
 // Logger is the logger the sidecar runs with in benchmarks: what
 // cmd/extproc builds for --log-level info, writing to io.Discard.
 func Logger() zerolog.Logger {
-	return zerolog.New(io.Discard).Level(zerolog.InfoLevel).With().Timestamp().Logger()
+	return zerolog.New(logsafe.NewWriter(io.Discard)).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 }
 
 // StartSidecar runs the production sidecar (internal/sidecar.Run) with the

@@ -21,9 +21,13 @@ import (
 // open stream completes once its upstream answers, Run returns nil, and the
 // plugin session is closed with a DELETE.
 func TestDrain(t *testing.T) {
-	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+	// A post hook keeps the stream open while the upstream works (the
+	// response headers are asked for); with pre hooks only, Envoy ends the
+	// stream once the request body is answered and there is nothing to drain.
+	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke, cpex.ToolPostInvoke)
 	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
-	sc := startSidecar(t, writeConfig(t, configYAML(pluginEntry("Guard", srv.URL(), "fail", ""))), nil)
+	entry := strings.Replace(pluginEntry("Guard", srv.URL(), "fail", ""), "hooks: [tool_pre_invoke]", "hooks: [tool_pre_invoke, tool_post_invoke]", 1)
+	sc := startSidecar(t, writeConfig(t, configYAML(entry)), nil)
 	sc.waitReady("Guard")
 	sc.waitHealth(healthpb.HealthCheckResponse_SERVING)
 

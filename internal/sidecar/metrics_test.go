@@ -52,7 +52,7 @@ func TestMetrics(t *testing.T) {
 
 	sc.waitMetric(0, "mcp_extproc_streams_open")
 	after := sc.scrape()
-	const requests, forwarded = 6, 4
+	const requests = 6
 	want := []struct {
 		name   string
 		labels []string
@@ -70,11 +70,11 @@ func TestMetrics(t *testing.T) {
 		{"mcp_extproc_immediate_responses_total", nil, 2},
 		{"mcp_extproc_messages_total", []string{"type", "request_headers"}, requests},
 		{"mcp_extproc_messages_total", []string{"type", "request_body"}, requests},
-		{"mcp_extproc_messages_total", []string{"type", "response_headers"}, forwarded},
-		{"mcp_extproc_messages_total", nil, 2*requests + forwarded},
-		{"mcp_extproc_mode_overrides_total", []string{"mode", "request_buffered"}, requests},
-		{"mcp_extproc_mode_overrides_total", []string{"mode", "response_none"}, forwarded},
-		{"mcp_extproc_mode_overrides_total", nil, requests + forwarded},
+		// No post hook: the response headers are not asked for.
+		{"mcp_extproc_messages_total", []string{"type", "response_headers"}, 0},
+		{"mcp_extproc_messages_total", nil, 2 * requests},
+		{"mcp_extproc_mode_overrides_total", []string{"mode", "request_buffered_only"}, requests},
+		{"mcp_extproc_mode_overrides_total", nil, requests},
 		{"mcp_extproc_bodies_inspected_total", []string{"direction", "request"}, requests},
 		{"mcp_extproc_bodies_inspected_total", nil, requests},
 		{"mcp_extproc_plugin_session_rebuilds_total", []string{"plugin", "Guard"}, 1},

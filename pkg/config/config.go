@@ -220,6 +220,21 @@ type Extproc struct {
 	// header cannot be rebuilt for sure: "remove" (default) forwards the
 	// request without that header; "refuse" answers it with an error.
 	UncertainMirroredHeaders string `yaml:"uncertain_mirrored_headers,omitempty" json:"uncertain_mirrored_headers,omitempty"`
+	// TrustMCPMethodHeader lets the processor decide from the request
+	// headers of MCP 2026-07-28 (Mcp-Method, Mcp-Name) which hooks can
+	// apply, before reading the body: a request whose method no hook has, or
+	// whose named target no plugin's conditions select, passes without its
+	// body being read. Safe with conforming servers, which refuse a request
+	// whose headers disagree with its body. Default true; false reads the
+	// body of every MCP POST. Read it with [Extproc.TrustsMCPMethodHeader].
+	TrustMCPMethodHeader *bool `yaml:"trust_mcp_method_header,omitempty" json:"trust_mcp_method_header,omitempty"`
+}
+
+// TrustsMCPMethodHeader reports whether the Mcp-Method and Mcp-Name headers
+// of MCP 2026-07-28 are trusted to decide before the body is read (default
+// true).
+func (e *Extproc) TrustsMCPMethodHeader() bool {
+	return e.TrustMCPMethodHeader == nil || *e.TrustMCPMethodHeader
 }
 
 // Values of Extproc.UnattributedResponses and UncertainMirroredHeaders.

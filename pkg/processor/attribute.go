@@ -43,7 +43,7 @@ func (st *stream) postConfigured() bool {
 // configured its response headers are asked for, to read an SSE body. A
 // DELETE ends an MCP session: its entries are forgotten (a later replay is
 // unattributable, the safe direction). Everything else passes untouched.
-func (st *stream) otherRequest(method, path, authority string) *extprocv3.ProcessingResponse {
+func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3.ProcessingResponse {
 	if (method != http.MethodGet && method != http.MethodDelete) || !st.snap.Settings.IsMCPPath(path) || !st.postConfigured() {
 		return st.passThrough()
 	}
@@ -53,7 +53,7 @@ func (st *stream) otherRequest(method, path, authority string) *extprocv3.Proces
 		}
 		return st.passThrough()
 	}
-	st.path, st.authority = path, authority
+	st.path, st.authority = path, string(authority)
 	st.foreign = true
 	st.phase = phaseRequestSeen
 	st.obs.ModeOverride("response_headers")

@@ -54,7 +54,20 @@ type harness struct {
 // Envoy with allow_mode_override. Everything stops in t.Cleanup.
 func newHarness(t *testing.T, yaml string, plugins ...pluginserver.Plugin) *harness {
 	t.Helper()
-	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plugins...)
+	return newHarnessWith(t, yaml, harnessOptions{}, plugins...)
+}
+
+// harnessOptions change the harness: the plugin server's options and the
+// processor's.
+type harnessOptions struct {
+	server []plugintest.Option
+	proc   func(*processor.Options)
+}
+
+func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...pluginserver.Plugin) *harness {
+	t.Helper()
+	ps := pluginserver.NewWithOptions(nil, plugins...)
+	srv := plugintest.Start(t, ps.Handler, plugintest.GoSDK, ho.server...)
 	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
 		if k == "PLUGIN_URL" {
 			return srv.URL(), true
@@ -91,7 +104,11 @@ func newHarness(t *testing.T, yaml string, plugins ...pluginserver.Plugin) *harn
 	})
 	waitReady(t, pool, cfg)
 	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec}
-	proc := processor.New(processor.Options{Snapshot: func() *processor.Snapshot { return snap }, WithHeaders: pluginclient.WithHeaders})
+	popts := processor.Options{Snapshot: func() *processor.Snapshot { return snap }, WithHeaders: pluginclient.WithHeaders}
+	if ho.proc != nil {
+		ho.proc(&popts)
+	}
+	proc := processor.New(popts)
 	return &harness{
 		t:      t,
 		cfg:    cfg,
@@ -100,6 +117,9 @@ func newHarness(t *testing.T, yaml string, plugins ...pluginserver.Plugin) *harn
 			Client:            envoytest.Serve(t, proc),
 			AllowModeOverride: true,
 			MessageTimeout:    messageTimeout,
+			// As the shipped Envoy config (envoy/envoy.yaml): a mutation
+			// Envoy refuses is a 500, never silently dropped.
+			DisallowIsError: true,
 		},
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
@@ -168,7 +169,7 @@ func (st *stream) rewriteRequest(i int, m *mcpmsg.Message, route *hookfamily.Rou
 		ed.refusals = append(ed.refusals, r)
 		return
 	}
-	st.logger().Debug().Str("hook", string(route.Family.Pre)).Str("target", targetName(route, m)).Msg("request rewritten by plugins")
+	st.logger().Debug().Str("hook", string(route.Family.Pre)).Str("target", logsafe.Cap(targetName(route, m), logsafe.DefaultCap)).Msg("request rewritten by plugins")
 }
 
 // forbiddenHeader lists headers a plugin may not set on the upstream

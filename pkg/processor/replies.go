@@ -8,6 +8,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
 // Replies are built here so the rules of the ext_proc contract live in one
@@ -114,6 +116,32 @@ func modeInspectRequest() *filterv3.ProcessingMode {
 	}
 }
 
+// modeInspectRequestOnly reads the whole request body and skips the response
+// headers: no post hook can apply to the answer. If Envoy ignored the
+// override (allow_mode_override false), it ignores this SKIP too and sends
+// the response headers, where the processor sees that the request body never
+// came and refuses (the filter's own response_header_mode must stay SEND,
+// the default, for that check to run).
+func modeInspectRequestOnly() *filterv3.ProcessingMode {
+	return &filterv3.ProcessingMode{
+		ResponseHeaderMode: filterv3.ProcessingMode_SKIP,
+		RequestBodyMode:    filterv3.ProcessingMode_BUFFERED,
+		ResponseBodyMode:   filterv3.ProcessingMode_NONE,
+	}
+}
+
+// modeResponseStreamed streams the response body chunk by chunk and asks for
+// the response trailers: when trailers follow, no body chunk carries
+// end_of_stream (docs/extproc-contract.md §1) and the trailers message is the
+// only end of the body the processor sees.
+func modeResponseStreamed() *filterv3.ProcessingMode {
+	return &filterv3.ProcessingMode{
+		RequestBodyMode:     filterv3.ProcessingMode_NONE,
+		ResponseBodyMode:    filterv3.ProcessingMode_STREAMED,
+		ResponseTrailerMode: filterv3.ProcessingMode_SEND,
+	}
+}
+
 // modeResponse sets the response body mode at response-headers time.
 func modeResponse(body filterv3.ProcessingMode_BodySendMode) *filterv3.ProcessingMode {
 	return &filterv3.ProcessingMode{
@@ -129,16 +157,26 @@ func modeResponse(body filterv3.ProcessingMode_BodySendMode) *filterv3.Processin
 type canned struct {
 	skipAll, inspectRequest           *extprocv3.ProcessingResponse
 	readResponse                      *extprocv3.ProcessingResponse // no bodies now, the response headers decide
+	inspectRequestOnly                *extprocv3.ProcessingResponse
 	responseNone, responseBuffered    *extprocv3.ProcessingResponse
+	responseStreamed                  *extprocv3.ProcessingResponse
 	requestBodyAsIs, responseBodyAsIs *extprocv3.ProcessingResponse
 	requestTrailers, responseTrailers *extprocv3.ProcessingResponse
+	// postHooks are the post hooks of every hook family.
+	postHooks []cpex.HookType
 }
 
 func newCanned() *canned {
 	return &canned{
-		skipAll:          requestHeadersReply(modeSkipAll()),
-		inspectRequest:   requestHeadersReply(modeInspectRequest()),
-		readResponse:     requestHeadersReply(modeResponse(filterv3.ProcessingMode_NONE)),
+		skipAll:            requestHeadersReply(modeSkipAll()),
+		inspectRequest:     requestHeadersReply(modeInspectRequest()),
+		readResponse:       requestHeadersReply(modeResponse(filterv3.ProcessingMode_NONE)),
+		inspectRequestOnly: requestHeadersReply(modeInspectRequestOnly()),
+		// Envoy decided about content-length under the old mode; a
+		// rewritten stream changes the length, so it goes (§4).
+		responseStreamed: responseHeadersReply(modeResponseStreamed(),
+			&extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}),
+		postHooks:        postHooksOf(),
 		responseNone:     responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil),
 		responseBuffered: responseHeadersReply(modeResponse(filterv3.ProcessingMode_BUFFERED), nil),
 		requestBodyAsIs:  bodyReply(false, nil, false),

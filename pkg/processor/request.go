@@ -6,15 +6,20 @@ import (
 	"net/http"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
-// requestHeaders decides whether this request can carry a hooked MCP message.
-// Only a POST to an MCP path needs its body; everything else (GET SSE streams,
-// DELETE, non-MCP paths) is told to skip bodies and response headers.
+// requestHeaders decides whether this request can carry a hooked MCP message
+// and asks Envoy for only what a hook can use (decide.go): nothing more for
+// GET SSE streams, DELETE, non-MCP paths and, with trusted MCP 2026-07-28
+// headers, methods or targets no plugin selects; the body otherwise, and the
+// response headers only when a post hook may apply.
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	method, path, authority, encoding := st.readRequestHeaders(h)
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
@@ -23,15 +28,24 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 	if encoding != "identity" {
 		st.encoding = encoding
 	}
-	st.path, st.authority = path, authority
+	st.path, st.authority = path, string(authority)
 	if h.GetEndOfStream() {
 		// A POST without a body holds no MCP message; the server answers it.
 		return st.passThrough()
 	}
-	st.phase = phaseRequestBody
 	st.headers = h.GetHeaders() // read again only if a body check needs them (headers.go)
-	st.obs.ModeOverride("request_buffered")
-	return st.canned.inspectRequest
+	return st.askForBody()
+}
+
+// knownMethod returns the HTTP method the processor tells apart (POST,
+// GET, DELETE) as a constant, without allocating; "" for any other.
+func knownMethod(b []byte) string {
+	for _, m := range [...]string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+		if string(b) == m {
+			return m
+		}
+	}
+	return ""
 }
 
 func (st *stream) passThrough() *extprocv3.ProcessingResponse {
@@ -42,54 +56,72 @@ func (st *stream) passThrough() *extprocv3.ProcessingResponse {
 
 // readRequestHeaders keeps what the stream needs from the request headers
 // and returns the ones requestHeaders decides on.
-func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path, authority, encoding string) {
+func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path string, authority []byte, encoding string) {
 	set := st.snap.Settings
 	for _, hv := range h.GetHeaders().GetHeaders() {
-		// Values are converted to strings only for the headers used.
+		// Values are converted to strings only for the headers used, and
+		// those only a plugin call needs only when one is made
+		// (ensureContext, declared): passthrough allocates little.
 		k := hv.GetKey()
 		switch k {
 		case ":method":
-			method = headerValue(hv)
+			method = knownMethod(headerBytes(hv))
 		case ":path":
 			path = headerValue(hv)
 		case ":authority":
-			authority = headerValue(hv)
+			authority = headerBytes(hv)
 		case "x-request-id":
-			st.requestID = headerValue(hv)
+			st.raw.requestID = hv
 		case "mcp-session-id":
 			st.sessionID = headerValue(hv)
 		case "content-encoding":
 			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
-		case "traceparent", "tracestate":
-			if st.trace == nil {
-				st.trace = make(http.Header, 3)
-			}
-			st.trace.Set(k, headerValue(hv))
+		case "traceparent":
+			st.raw.traceparent = hv
+		case "tracestate":
+			st.raw.tracestate = hv
+		case "mcp-protocol-version", "mcp-method", "mcp-name":
+			st.std.add(k, hv)
 		}
 		if st.logBodies {
-			st.logHeaders = append(st.logHeaders, k, redactHeader(k, headerValue(hv)))
+			st.logHeaders = append(st.logHeaders, logsafe.Cap(k, logsafe.DefaultCap), logsafe.Cap(redactHeader(k, headerValue(hv)), logsafe.DefaultCap))
 		}
 		// Configured headers may name any header, the ones above included.
 		if k == "" {
 			continue
 		}
-		if k == set.UserHeader {
-			st.global.User = userJSON(headerValue(hv))
-		}
-		if k == set.TenantHeader {
-			st.global.TenantID = headerValue(hv)
-		}
-		if k == set.ServerHeader {
-			st.global.ServerID = headerValue(hv)
-		}
-		if forwardHeader(set.ForwardHeaders, k) {
-			if st.forwarded == nil {
-				st.forwarded = make(map[string]string)
-			}
-			st.forwarded[k] = headerValue(hv)
-		}
+		st.readConfiguredHeader(set, k, hv)
 	}
 	return method, path, authority, encoding
+}
+
+// readConfiguredHeader keeps a header the configuration names for the
+// plugin context or the forwarded headers, when it is within
+// MaxForwardedHeaderBytes.
+func (st *stream) readConfiguredHeader(set *config.Extproc, k string, hv *corev3.HeaderValue) {
+	user, tenant, server, fwd := k == set.UserHeader, k == set.TenantHeader, k == set.ServerHeader, forwardHeader(set.ForwardHeaders, k)
+	if !user && !tenant && !server && !fwd {
+		return
+	}
+	v, ok := st.boundedValue(k, headerValue(hv), MaxForwardedHeaderBytes)
+	if !ok {
+		return
+	}
+	if user {
+		st.global.User = userJSON(v)
+	}
+	if tenant {
+		st.global.TenantID = v
+	}
+	if server {
+		st.global.ServerID = v
+	}
+	if fwd {
+		if st.forwarded == nil {
+			st.forwarded = make(map[string]string)
+		}
+		st.forwarded[k] = v
+	}
 }
 
 // requestBody inspects the buffered request body: limits and decoding,
@@ -143,11 +175,11 @@ func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refuse
 		dec, err := contentcoding.Decode(st.encoding, body, limit)
 		switch {
 		case errors.Is(err, contentcoding.ErrTooLarge):
-			st.logger().Warn().Str("content_encoding", st.encoding).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
+			st.logger().Warn().Str("content_encoding", logsafe.Cap(st.encoding, logsafe.DefaultCap)).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
 			return nil, false, st.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
 				fmt.Sprintf("decoded request body exceeds the inspection limit of %d bytes", limit))
 		case err != nil:
-			st.logger().Warn().Err(err).Msg("refused: request body cannot be decoded")
+			st.logger().Warn().Str("error", logsafe.Cap(err.Error(), logsafe.DefaultCap)).Msg("refused: request body cannot be decoded")
 			return nil, false, st.refuseBody(http.StatusUnsupportedMediaType, "unsupported_encoding",
 				"request body cannot be inspected: "+err.Error())
 		}
@@ -155,10 +187,14 @@ func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refuse
 	}
 	st.obs.BodyInspected("request", len(body))
 	if st.logBodies {
-		st.logger().Debug().Strs("headers", st.logHeaders).Bytes("body", body).Msg("request body (--log-bodies)")
+		st.logger().Debug().Strs("headers", st.logHeaders).Str("body", logsafe.Cap(string(body), maxLoggedBody)).Msg("request body (--log-bodies)")
 	}
 	return body, decoded, nil
 }
+
+// maxLoggedBody bounds the body logged with --log-bodies, so the line stays
+// well under logsafe.MaxLine with its headers.
+const maxLoggedBody = 8 << 10
 
 // refuseBody answers a request whose body cannot be inspected with an
 // id-less JSON-RPC invalid-request error.
@@ -176,7 +212,7 @@ func (st *stream) invalidRequest(err error) *extprocv3.ProcessingResponse {
 		code, reason, id = e.Code, e.Message, e.ID
 	}
 	st.obs.Immediate("invalid_request")
-	st.logger().Info().Str("reason", reason).Msg("refused: invalid JSON-RPC body")
+	st.logger().Info().Str("reason", logsafe.Cap(reason, logsafe.DefaultCap)).Msg("refused: invalid JSON-RPC body")
 	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, code, reason, nil), false, nil)
 }
 

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 
-	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -51,11 +50,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		st.phase = phaseResponseSSE
 		st.sse = sse.NewDecoder(int(st.snap.Settings.MaxBodyBytes))
 		st.obs.ModeOverride("response_streamed")
-		// Envoy decided about content-length under the old mode; a rewritten
-		// stream changes the length, so drop it here
-		// (docs/extproc-contract.md §4).
-		return responseHeadersReply(modeResponse(filterv3.ProcessingMode_STREAMED),
-			&extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}})
+		return st.canned.responseStreamed
 	default:
 		return st.responseNone()
 	}

@@ -82,6 +82,8 @@ type Server struct {
 	canned   *canned
 	draining atomic.Bool
 	open     atomic.Int64
+	// warned* make a filter misconfiguration loud once, not once per request.
+	warnedDuplex, warnedObservability atomic.Bool
 }
 
 // New returns a Server.
@@ -116,7 +118,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		s.opts.Observer.StreamClosed()
 	}()
 	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned)
-	for {
+	for first := true; ; first = false {
 		req, err := srv.Recv()
 		if err != nil {
 			if errors.Is(err, io.EOF) || status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled) {
@@ -124,7 +126,20 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			}
 			return fmt.Errorf("receive: %w", err)
 		}
-		resp := st.handle(req)
+		if first {
+			s.checkFilter(st, req)
+		}
+		if req.GetObservabilityMode() {
+			// Envoy expects no reply and applies none: nothing the plugins
+			// decide could be enforced, so they are not called.
+			s.warnObservability()
+			st.obs.Message("observability_mode")
+			continue
+		}
+		resp := st.refused
+		if resp == nil {
+			resp = st.handle(req)
+		}
 		if err := srv.Send(resp); err != nil {
 			return fmt.Errorf("send: %w", err)
 		}
@@ -173,8 +188,4 @@ func answerWith[M any](get func(*extprocv3.ProcessingRequest) M, answer func(*st
 
 func (st *stream) requestTrailers(*extprocv3.HttpTrailers) *extprocv3.ProcessingResponse {
 	return st.canned.requestTrailers
-}
-
-func (st *stream) responseTrailers(*extprocv3.HttpTrailers) *extprocv3.ProcessingResponse {
-	return st.canned.responseTrailers
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
@@ -56,9 +57,16 @@ type stream struct {
 	sessionID    string
 	path         string
 	authority    string
-	contextReady bool        // ensureContext ran
-	encoding     string      // content-encoding of the request body, "" for identity
-	trace        http.Header // traceparent, tracestate: sent with every plugin call
+	contextReady bool // ensureContext ran
+	// refused, when set, answers every message: the filter is misconfigured.
+	refused  *extprocv3.ProcessingResponse
+	std      stdHeaders // MCP 2026-07-28 standard headers (decide.go)
+	encoding string     // content-encoding of the request body, "" for identity
+	// raw are header values kept as received until a plugin call or a log
+	// line needs them (ensureContext).
+	raw rawHeaders
+	// droppedHeaders are client headers not forwarded to plugins (size, format).
+	droppedHeaders []dropped
 	// withHeaders attaches HTTP headers to the plugin calls made with a ctx.
 	withHeaders func(context.Context, http.Header) context.Context
 	logBodies   bool
@@ -109,35 +117,41 @@ func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned) *s
 }
 
 // ensureContext fills in what only a plugin call or a log line needs: the
-// request id (generated when the request has none), the plugin context
-// metadata, the headers that follow the call into plugins (trace context,
-// x-request-id), and the logger's fields. A request no plugin applies to
-// never pays for it.
+// request id (generated when the request has none or an oversized one), the
+// plugin context metadata, the headers that follow the call into plugins
+// (trace context validated and in canonical form, x-request-id), and the
+// logger's fields. A request no plugin applies to never pays for it.
 func (st *stream) ensureContext() {
 	if st.contextReady {
 		return
 	}
 	st.contextReady = true
+	if id := headerBytes(st.raw.requestID); len(id) > MaxRequestIDBytes {
+		st.dropHeader("x-request-id", len(id))
+	} else if st.requestID == "" {
+		st.requestID = string(id)
+	}
 	if st.requestID == "" {
 		st.requestID = rand.Text()
 	}
-	st.log = st.log.With().Str("request_id", st.requestID).Str("mcp_session_id", st.sessionID).Logger()
+	st.log = st.log.With().Str("request_id", st.requestID).Str("mcp_session_id", logsafe.Cap(st.sessionID, logsafe.DefaultCap)).Logger()
 	st.global.RequestID = st.requestID
 	st.global.Metadata = map[string]any{"path": st.path, "authority": st.authority}
 	if st.sessionID != "" {
 		st.global.Metadata["mcp_session_id"] = st.sessionID
 	}
-	if st.trace != nil {
-		for k := range st.trace {
-			st.global.Metadata[strings.ToLower(k)] = st.trace.Get(k)
-		}
-		st.trace.Set("x-request-id", st.requestID)
-		if st.withHeaders != nil {
-			st.ctx = st.withHeaders(st.ctx, st.trace)
-		}
-	} else if st.withHeaders != nil {
-		st.ctx = st.withHeaders(st.ctx, http.Header{"X-Request-Id": {st.requestID}})
+	h := st.traceContext()
+	if h == nil {
+		h = make(http.Header, 1)
 	}
+	for k := range h {
+		st.global.Metadata[strings.ToLower(k)] = h.Get(k)
+	}
+	h.Set("x-request-id", st.requestID)
+	if st.withHeaders != nil {
+		st.ctx = st.withHeaders(st.ctx, h)
+	}
+	st.logDropped()
 }
 
 // logger returns the stream's logger with the request fields set.
@@ -167,6 +181,18 @@ func redactHeader(k, v string) string {
 		return "[redacted]"
 	}
 	return v
+}
+
+// headerBytes returns a header's value without copying it (Envoy sends
+// raw_value; value only from older senders).
+func headerBytes(hv *corev3.HeaderValue) []byte {
+	if hv == nil {
+		return nil
+	}
+	if raw := hv.GetRawValue(); len(raw) > 0 {
+		return raw
+	}
+	return []byte(hv.GetValue())
 }
 
 func headerValue(hv *corev3.HeaderValue) string {

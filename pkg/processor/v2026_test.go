@@ -95,8 +95,13 @@ func TestStateless2026GoClient(t *testing.T) {
 // TestHeaderMismatchRefused: a 2026-07-28 request whose Mcp-Name (or
 // Mcp-Method) disagrees with its body is refused by the sidecar itself:
 // HTTP 400, JSON-RPC -32020 with the request's id, nothing upstream.
+//
+// The Mcp-Method check needs the body to be read: with
+// trust_mcp_method_header on (the default), a request whose Mcp-Method names
+// a method no hook has is not read at all and the server refuses the
+// mismatch (TestDecideHeaderSaysNoHookButBodyDoes), so this test turns it off.
 func TestHeaderMismatchRefused(t *testing.T) {
-	h := newHarness(t, wordsConfig, policyPlugin())
+	h := newHarness(t, wordsConfig+"extproc:\n  trust_mcp_method_header: false\n", policyPlugin())
 	body := `{"jsonrpc":"2.0","id":"m-1","method":"tools/call","params":{"name":"transfer","arguments":{"account":"a"}}}`
 	for _, kv := range [][]string{
 		{"Mcp-Method", "tools/call", "Mcp-Name", "echo"},

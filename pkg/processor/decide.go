@@ -1,0 +1,140 @@
+package processor
+
+import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
+)
+
+// What an MCP POST costs is decided at request headers: each ext_proc
+// message is a round trip through Envoy, so the request body is asked for
+// only when a hook may run on it, and the response headers only when a post
+// hook may run on the answer (docs/extproc-contract.md §3.1: SKIP in the
+// request-headers reply suppresses them).
+//
+// MCP 2026-07-28 names the method (Mcp-Method) and the target (Mcp-Name) in
+// headers, and a conforming server refuses a request whose headers disagree
+// with its body (docs/mcp-result-paths.md §4). With
+// extproc.trust_mcp_method_header (the default), a request declaring that
+// version is decided from its headers: no body at all when no hook applies
+// to its method, or when no plugin's conditions select its target. When the
+// body is read anyway, the body path checks the headers against it.
+//
+// Whether a hook applies is asked of Hooks on every request, not frozen per
+// configuration: the executor caches its plan per plugin generation, and
+// plugins can be disabled at run time (on_error: disable) or change with a
+// reload of their server's config.
+
+// stdHeaders are the MCP 2026-07-28 standard headers of a request, as
+// received. A header sent more than once is not trusted.
+// The values stay in the received message, converted only when the request
+// is decided from them.
+type stdHeaders struct {
+	version, method, name    *corev3.HeaderValue
+	nVersion, nMethod, nName uint8
+}
+
+func (s *stdHeaders) add(k string, hv *corev3.HeaderValue) {
+	switch k {
+	case "mcp-protocol-version":
+		s.version, s.nVersion = hv, s.nVersion+1
+	case "mcp-method":
+		s.method, s.nMethod = hv, s.nMethod+1
+	case "mcp-name":
+		s.name, s.nName = hv, s.nName+1
+	}
+}
+
+// askForBody answers the request headers of an MCP POST with a body.
+func (st *stream) askForBody() *extprocv3.ProcessingResponse {
+	body, post := st.needs()
+	switch {
+	case !body:
+		return st.passThrough()
+	case !post:
+		st.phase = phaseRequestBody
+		st.obs.ModeOverride("request_buffered_only")
+		return st.canned.inspectRequestOnly
+	default:
+		st.phase = phaseRequestBody
+		st.obs.ModeOverride("request_buffered")
+		return st.canned.inspectRequest
+	}
+}
+
+// needs reports whether the request body must be read, and whether a post
+// hook may apply to the answer (so the response headers are needed).
+func (st *stream) needs() (body, post bool) {
+	r, name, decided := st.declared()
+	if !decided {
+		return true, st.anyOf(st.canned.postHooks)
+	}
+	if r == nil {
+		return false, false // no hook family has this method
+	}
+	h := st.snap.Hooks
+	if !r.Post && !r.Pre {
+		return false, false
+	}
+	if r.TargetParam == "" {
+		// The target is not in the request (it is learned from an earlier
+		// one): conditions cannot be evaluated here.
+		return true, r.Post && h.Applies(r.Family.Post)
+	}
+	t := hookfamily.Target{Family: r.Family, Name: name}
+	if r.Pre && h.AppliesTo(r.Family.Pre, &st.global, t) {
+		return true, r.Post && h.Applies(r.Family.Post)
+	}
+	post = r.Post && h.AppliesTo(r.Family.Post, &st.global, t)
+	return post, post
+}
+
+// declared returns what trusted MCP 2026-07-28 headers say: decided is
+// false when the request cannot be decided from its headers (trust off, an
+// earlier version, a header missing, repeated or undecodable); else r is
+// the method's route (nil when no hook family has the method) and name the
+// target named by Mcp-Name.
+func (st *stream) declared() (r *hookfamily.Route, name string, decided bool) {
+	s := &st.std
+	if !st.snap.Settings.TrustsMCPMethodHeader() || s.nVersion != 1 || s.nMethod != 1 ||
+		!mcpheaders.StandardHeaders(string(headerBytes(s.version))) {
+		return nil, "", false
+	}
+	r, ok := hookfamily.ByMethod(string(headerBytes(s.method)))
+	if !ok {
+		return nil, "", true
+	}
+	if r.TargetParam == "" {
+		return r, "", true
+	}
+	if s.nName != 1 {
+		return nil, "", false
+	}
+	name, err := mcpheaders.Decode(headerValue(s.name))
+	if err != nil {
+		return nil, "", false
+	}
+	return r, name, true
+}
+
+// anyOf reports whether any of hooks has a plugin.
+func (st *stream) anyOf(hooks []cpex.HookType) bool {
+	for _, h := range hooks {
+		if st.snap.Hooks.Applies(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// postHooksOf lists the post hooks of every family, once per Server.
+func postHooksOf() []cpex.HookType {
+	var out []cpex.HookType
+	for _, f := range hookfamily.Families() {
+		out = append(out, f.Post)
+	}
+	return out
+}
