@@ -46,6 +46,7 @@ type harness struct {
 	cfg    *config.Config
 	filter envoytest.Filter
 	server *plugintest.Server
+	pool   *pluginclient.Pool
 }
 
 // newHarness serves plugins on a loopback plugin server, loads yaml (a cpex
@@ -80,6 +81,7 @@ func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...plu
 	pool, err := pluginclient.NewPool(cfg.Plugins, cfg.PluginSettings, pluginclient.Options{
 		HealthCheckInterval: -1,
 		PluginTimeout:       cfg.PluginSettings.Timeout(),
+		Slots:               cfg.Extproc.PluginSessions, // as the sidecar builds its clients
 	})
 	if err != nil {
 		t.Fatalf("pool: %v", err)
@@ -113,6 +115,7 @@ func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...plu
 		t:      t,
 		cfg:    cfg,
 		server: srv,
+		pool:   pool,
 		filter: envoytest.Filter{
 			Client:            envoytest.Serve(t, proc),
 			AllowModeOverride: true,
