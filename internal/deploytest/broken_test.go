@@ -97,6 +97,8 @@ var brokenCases = []brokenCase{
 		old: "http://example-plugin:8000/mcp", new: "http://example-plugins:8000/mcp", want: "no Service example-plugins"},
 	{name: "plugin URL to a missing port", file: configYAML,
 		old: "http://example-plugin:8000/mcp", new: "http://example-plugin:8001/mcp", want: "has no port 8001"},
+	{name: "plugin Service with ClientIP affinity", file: "manifests/example-plugin/service.yaml",
+		old: "spec:\n", new: "spec:\n  sessionAffinity: ClientIP\n", want: "sets sessionAffinity ClientIP"},
 
 	// manifests
 	{name: "unknown manifest field", file: baseDeploy,

@@ -935,7 +935,8 @@ func checkService(r *rendered, svc *corev1.Service, p *problems) {
 }
 
 // checkPluginURLs checks that every in-cluster plugin URL of the extproc
-// configuration names a Service of the deployment, and a port of it.
+// configuration names a Service of the deployment, and a port of it, with
+// no ClientIP session affinity.
 func checkPluginURLs(r *rendered, pd *pod, p *problems) {
 	if pd.extproc.cfg == nil {
 		return
@@ -978,6 +979,12 @@ func checkPluginURLs(r *rendered, pd *pod, p *problems) {
 		}
 		if !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return int(sp.Port) == port }) {
 			p.addf("%s: Service %s has no port %d", where, name, port)
+		}
+		// The sidecar pins each plugin session to its own connection, so
+		// a plain Service works; ClientIP affinity would send all of one
+		// sidecar's sessions to one replica.
+		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+			p.addf("%s: Service %s sets sessionAffinity ClientIP, which pins each sidecar to one plugin replica; plugin sessions need no affinity", where, name)
 		}
 	}
 }
