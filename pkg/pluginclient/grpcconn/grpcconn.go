@@ -125,7 +125,7 @@ func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, 
 	}
 	raw, err := cpexpb.StructToJSON(nil, resp.GetConfig())
 	if err != nil {
-		return nil, false, fmt.Errorf("plugin config %s: %w", name, err)
+		return nil, false, fmt.Errorf("plugin config %s: %w: %w", name, cpex.ErrInvalidReply, err)
 	}
 	return raw, true, nil
 }
@@ -146,7 +146,7 @@ func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string
 	}
 	reply, err := cpexpb.ReplyFromPB(resp)
 	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w", plugin, hook, err)
+		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w: %w", plugin, hook, cpex.ErrInvalidReply, err)
 	}
 	return reply, nil
 }
