@@ -26,7 +26,6 @@ type closingHandler struct {
 // go-sdk delivers the answer before it reads the stream to its end, the
 // caller returns and cancels its context, and that aborts the body read.
 func TestCallsReuseConnectionsWhenStreamsEndLate(t *testing.T) {
-	t.Skip("needs the drain grace in pkg/pluginclient/transport.go (see docs/plugin-replicas.md); remove this Skip when it lands")
 	ps := pluginserver.NewWithOptions(&pluginserver.Options{Stateless: true},
 		pluginserver.Func(pluginserver.Config{Name: plugintest.ReplicaPlugin}, nil))
 	srv := plugintest.Start(t, func() http.Handler {

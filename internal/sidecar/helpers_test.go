@@ -67,6 +67,8 @@ func configYAML(entries ...string) string {
 	return "plugins:\n" + strings.Join(entries, "") + `plugin_settings:
   plugin_timeout: 2
   plugin_health_check_interval: 3600
+extproc:
+  plugin_sessions: 1
 `
 }
 

@@ -25,18 +25,20 @@ type pluginSet struct {
 	clients  map[string]*pluginclient.Client
 	local    map[string]config.Plugin // the local config each client was built from
 	settings config.PluginSettings
+	sessions int // extproc.plugin_sessions the clients were built with
 }
 
 // buildPluginSet makes the set for cfg, reusing the clients of prev whose
 // plugin config and plugin settings are unchanged. It returns the clients
 // it created (to Start) and the clients of prev no longer used (to Close).
 func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *metrics.Metrics) (set *pluginSet, created, removed []*pluginclient.Client, err error) {
-	set = &pluginSet{clients: map[string]*pluginclient.Client{}, local: map[string]config.Plugin{}, settings: cfg.PluginSettings}
+	set = &pluginSet{clients: map[string]*pluginclient.Client{}, local: map[string]config.Plugin{},
+		settings: cfg.PluginSettings, sessions: cfg.Extproc.PluginSessions}
 	ordered := make([]*pluginclient.Client, 0, len(cfg.Plugins))
 	for _, p := range cfg.Plugins {
-		c, reused := prev.reusable(p, cfg.PluginSettings)
+		c, reused := prev.reusable(p, set)
 		if !reused {
-			c, err = pluginclient.New(p, cfg.PluginSettings, pluginclient.Options{Logger: log, Observer: m})
+			c, err = pluginclient.New(p, cfg.PluginSettings, pluginclient.Options{Logger: log, Observer: m, Slots: set.sessions})
 			if err != nil {
 				closeClients(context.Background(), created)
 				return nil, nil, nil, err
@@ -60,14 +62,14 @@ func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *
 	return set, created, removed, nil
 }
 
-// reusable returns s's client for p if p and the plugin settings are
-// unchanged. A nil set has none.
-func (s *pluginSet) reusable(p config.Plugin, settings config.PluginSettings) (*pluginclient.Client, bool) {
+// reusable returns s's client for p if p, the plugin settings and the
+// session count of next are unchanged. A nil set has none.
+func (s *pluginSet) reusable(p config.Plugin, next *pluginSet) (*pluginclient.Client, bool) {
 	if s == nil {
 		return nil, false
 	}
 	c, ok := s.clients[p.Name]
-	if !ok || !reflect.DeepEqual(s.local[p.Name], p) || !reflect.DeepEqual(s.settings, settings) {
+	if !ok || !reflect.DeepEqual(s.local[p.Name], p) || !reflect.DeepEqual(s.settings, next.settings) || s.sessions != next.sessions {
 		return nil, false
 	}
 	return c, true

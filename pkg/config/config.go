@@ -84,6 +84,8 @@ const (
 	DefaultReconnectDelay      = 100 * time.Millisecond
 	DefaultSocketTimeout       = 30 * time.Second // unix_socket.timeout
 	DefaultMaxBodyBytes        = 1 << 20
+	// MaxPluginSessions bounds extproc.plugin_sessions.
+	MaxPluginSessions = 256
 	// DefaultHookTimeoutMargin is added to plugin_timeout when
 	// extproc.hook_timeout is not set.
 	DefaultHookTimeoutMargin = time.Second
@@ -201,6 +203,10 @@ type Extproc struct {
 	// is accepted with a warning: the hook deadline then cuts a slow plugin
 	// before its own timeout does.
 	HookTimeout *Seconds `yaml:"hook_timeout,omitempty" json:"hook_timeout,omitempty"`
+	// PluginSessions is how many sessions (connections) the sidecar keeps
+	// to each plugin, spread over its replicas; each carries one call at a
+	// time. 0 means the client's default (8).
+	PluginSessions int `yaml:"plugin_sessions,omitempty" json:"plugin_sessions,omitempty"`
 }
 
 // Seconds is a duration written in seconds (int or float) as cpex does.

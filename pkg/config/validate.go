@@ -283,6 +283,9 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 	if e.MaxBodyBytes <= 0 {
 		v.problem("", "extproc.max_body_bytes", "must be positive")
 	}
+	if e.PluginSessions < 0 || e.PluginSessions > MaxPluginSessions {
+		v.problem("", "extproc.plugin_sessions", "must be between 0 (default) and %d, got %d", MaxPluginSessions, e.PluginSessions)
+	}
 	for _, h := range []struct{ field, name string }{
 		{"extproc.user_header", e.UserHeader},
 		{"extproc.tenant_header", e.TenantHeader},

@@ -78,7 +78,9 @@ func TestDeadSessionStillRetriedOnce(t *testing.T) {
 		t.Run(f.String(), func(t *testing.T) {
 			plug := plugintest.NewScripted("guard")
 			srv := plugintest.Start(t, pluginserver.New(plug).Handler, f)
-			pool := newPool(t, []config.Plugin{external("guard", srv.URL())}, Options{})
+			// Shared transport: the call finds the dead session (a pinned
+			// one notices the closed connection first; see pin_test.go).
+			pool := newPool(t, []config.Plugin{external("guard", srv.URL())}, Options{HTTPClient: shared(t)})
 			mustInvoke(t, pool, "guard")
 			srv.Restart()
 			mustInvoke(t, pool, "guard")
@@ -105,7 +107,8 @@ func TestRebuildLetsCallsInFlightFinish(t *testing.T) {
 	const slow = 10
 	plug := plugintest.NewScripted("guard")
 	srv := plugintest.Start(t, pluginserver.New(plug).Handler, plugintest.GoSDK)
-	pool := newPool(t, []config.Plugin{external("guard", srv.URL())}, Options{})
+	// One shared-transport session carrying all the slow calls at once.
+	pool := newPool(t, []config.Plugin{external("guard", srv.URL())}, Options{HTTPClient: shared(t)})
 	mustInvoke(t, pool, "guard")
 
 	release := make(chan struct{})

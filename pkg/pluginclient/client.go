@@ -18,87 +18,108 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/endpoints"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
-// protocolVersion is the MCP version the client asks for. Pinning the latest
-// version with the initialize handshake (rather than the SDK's default,
-// which first tries the stateless server/discover of 2026-07-28) gives every
-// plugin server, Python ones included, the same stateful session with a
-// full initialize, and saves a failed round trip per connect.
-const protocolVersion = "2025-11-25"
+// DefaultSlots is the default of Options.Slots: the sessions (connections)
+// a client keeps to one plugin. A pinned MCP session carries one call at a
+// time, so this is also how many calls to one plugin run at once from one
+// sidecar; 8 spreads over the 2 to 4 replicas a plugin usually runs (2 to 4
+// sessions each, so one restart leaves most of them working), keeps the
+// plugin's session count per sidecar small (a Python server holds a task
+// per session), and covers the concurrency one sidecar's plugin calls
+// reach on 2 cores (16 streams measured).
+const DefaultSlots = 8
 
-// deleteTimeout bounds the DELETE that ends a live session. It is
-// best-effort: a server that does not answer must not hold up a rebuild or
-// Close.
-const deleteTimeout = time.Second
-
-// maxIdleConns is how many idle keep-alive connections a client keeps to its
-// plugin server: many concurrent calls to one plugin keep their connections.
-const maxIdleConns = 64
-
-// Client is the client of one external plugin: one long-lived MCP session
-// shared by all callers, replaced through a reconnect.Supervisor (single
-// flight rebuild, backoff, circuit breaker) when it is lost. It is safe for
-// concurrent use.
+// Client is the client of one external plugin: a few slots, each holding
+// one connection (an MCP session, pinned to the replica that created it)
+// replaced through its own reconnect.Supervisor (single flight rebuild,
+// backoff, circuit breaker) when it is lost. Calls go to the ready slot
+// with the fewest calls in flight. It is safe for concurrent use.
 type Client struct {
 	name    string
 	local   config.Plugin
-	url     string
-	base    http.RoundTripper // shared by all sessions: connection reuse
-	owned   *http.Transport   // base, if the client made it; closed by Close
-	mcp     *mcp.Client
 	timeout time.Duration // default per-call timeout
 	health  time.Duration // health check interval; <= 0: none
 	log     zerolog.Logger
 	count   counters
 	ev      events
-	sup     *reconnect.Supervisor
 
-	mu  sync.Mutex
-	cur *session // nil before the first connection
+	size     int // slots wanted
+	attempts int
+	backoff  reconnect.Backoff
+	dialer   Dialer             // Options.Dialer: fixed slots, no endpoints
+	watcher  *endpoints.Watcher // MCP without HTTPClient: slots follow its addresses
+
+	// MCP transport.
+	url, port string
+	mcp       *mcp.Client
+	base      http.RoundTripper // Options.HTTPClient's: shared, not pinned
+	tmpl      *http.Transport   // pinned transports are made from it
+
+	slots atomic.Pointer[[]*slot] // the slots taking calls
+	next  atomic.Uint64           // round-robin start among equals
+
+	mu       sync.Mutex // slot set changes, state, life cycle
+	bg       context.Context
+	cancel   context.CancelFunc // set by Start (or Close before Start)
+	resolved chan struct{}      // closed at the first endpoint lookup
+	once     sync.Once          // closes resolved
+	state    State              // the plugin's state, as last reported
+	closed   bool
+	evMu     sync.Mutex   // orders state reports
+	draining atomic.Int64 // slots draining
 
 	// effective is the merged config; generation counts its changes.
 	effective  atomic.Pointer[config.Plugin]
 	generation atomic.Uint64
 
-	lossCause atomic.Pointer[error] // the last session loss reported, for logs
-
 	startOnce, closeOnce sync.Once
-	cancel               context.CancelFunc // stops the health loop; set by Start
 	closeErr             error
 
-	wg sync.WaitGroup // health loop and background session closes
+	wg sync.WaitGroup // health loop, endpoint watcher, background closes
 }
 
-// New validates pl and prepares its client. Only kind "external" with
-// mcp.proto STREAMABLEHTTP and an http(s) url is supported; anything else is
-// an error. Nothing is connected until Start.
+// New validates pl and prepares its client. Without Options.Dialer, only
+// kind "external" with mcp.proto STREAMABLEHTTP and an http(s) url is
+// supported; anything else is an error. Nothing is connected until Start.
 func New(pl config.Plugin, settings config.PluginSettings, opts Options) (*Client, error) {
-	if err := validate(pl); err != nil {
+	if err := validate(pl, opts.Dialer != nil); err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 	}
 	c := &Client{
-		name:    pl.Name,
-		local:   pl,
-		url:     pl.MCP.URL,
-		timeout: orDefault(opts.PluginTimeout, settings.Timeout(), config.DefaultPluginTimeout),
-		health:  settings.HealthCheckInterval(),
-		log:     opts.Logger.With().Str("plugin", pl.Name).Logger(),
-		mcp: mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc", Version: "0.1.0"},
-			&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}}),
+		name:     pl.Name,
+		local:    pl,
+		timeout:  orDefault(opts.PluginTimeout, settings.Timeout(), config.DefaultPluginTimeout),
+		health:   settings.HealthCheckInterval(),
+		log:      opts.Logger.With().Str("plugin", pl.Name).Logger(),
+		size:     opts.Slots,
+		dialer:   opts.Dialer,
+		resolved: make(chan struct{}),
+	}
+	if c.size <= 0 {
+		c.size = DefaultSlots
 	}
 	if opts.HealthCheckInterval != 0 {
 		c.health = opts.HealthCheckInterval
 	}
 	c.ev = events{name: pl.Name, count: &c.count, obs: opts.Observer}
 	c.effective.Store(&pl)
-	if err := c.setTransport(pl, opts.HTTPClient); err != nil {
-		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
+	c.attempts = 1
+	var delay time.Duration
+	if pl.MCP != nil {
+		c.attempts, delay = pl.MCP.Attempts(), pl.MCP.Delay()
 	}
-	maxDelay := orDefault(opts.MaxReconnectDelay, 0, DefaultMaxReconnectDelay)
-	backoff := reconnect.Backoff{Base: pl.MCP.Delay(), Max: maxDelay}
-	c.sup = reconnect.New(c.supervisorConfig(pl.MCP.Attempts(), backoff))
+	c.backoff = reconnect.Backoff{Base: delay, Max: orDefault(opts.MaxReconnectDelay, 0, DefaultMaxReconnectDelay)}
+	if c.dialer == nil {
+		if err := c.setMCP(pl, opts); err != nil {
+			return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
+		}
+	}
+	if c.watcher == nil {
+		c.setFixedSlots()
+	}
 	return c, nil
 }
 
@@ -113,10 +134,15 @@ func orDefault(opt, setting, def time.Duration) time.Duration {
 	return def
 }
 
-// setTransport picks the base RoundTripper: the one of hc if set, else a
-// keep-alive transport of the client's own with mcp.tls applied.
-func (c *Client) setTransport(pl config.Plugin, hc *http.Client) error {
-	if hc != nil {
+// setMCP prepares the MCP transport: the base RoundTripper of
+// Options.HTTPClient if set (shared by the sessions, fixed slots), else a
+// template for pinned transports with mcp.tls applied and an endpoint
+// watcher on the URL's host.
+func (c *Client) setMCP(pl config.Plugin, opts Options) error {
+	c.url = pl.MCP.URL
+	c.mcp = mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc", Version: "0.1.0"},
+		&mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	if hc := opts.HTTPClient; hc != nil {
 		c.base = hc.Transport
 		if c.base == nil {
 			c.base = http.DefaultTransport
@@ -124,7 +150,6 @@ func (c *Client) setTransport(pl config.Plugin, hc *http.Client) error {
 		return nil
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = maxIdleConns
 	if pl.MCP.TLS != nil {
 		tc, err := tlsConfig(pl.MCP.TLS)
 		if err != nil {
@@ -132,14 +157,40 @@ func (c *Client) setTransport(pl config.Plugin, hc *http.Client) error {
 		}
 		t.TLSClientConfig = tc
 	}
-	c.base, c.owned = t, t
+	c.tmpl = t
+	host, port, err := endpoints.HostPort(c.url)
+	if err != nil {
+		return err
+	}
+	c.port = port
+	c.watcher = endpoints.New(host, endpoints.Options{
+		Resolver: c.resolver(opts.Resolver), Interval: opts.ResolveInterval, OnChange: c.endpointsChanged,
+	})
 	return nil
 }
 
-// validate checks that pl is a plugin this client can serve.
-func validate(pl config.Plugin) error {
+// setFixedSlots makes the slots of a client without endpoints.
+func (c *Client) setFixedSlots() {
+	slots := make([]*slot, c.size)
+	for i := range slots {
+		d := c.dialer
+		if d == nil {
+			d = c.dialMCP("")
+		}
+		slots[i] = c.newSlot("", d)
+	}
+	c.slots.Store(&slots)
+	c.once.Do(func() { close(c.resolved) })
+}
+
+// validate checks that pl is a plugin this client can serve; with a custom
+// dialer, only its name is checked.
+func validate(pl config.Plugin, custom bool) error {
 	if pl.Name == "" {
 		return errors.New("no name")
+	}
+	if custom {
+		return nil
 	}
 	if pl.Kind != config.KindExternal {
 		return fmt.Errorf("kind %q is not supported (only external MCP plugins)", pl.Kind)
@@ -174,23 +225,27 @@ func (c *Client) Start(ctx context.Context) {
 		if c.cancel != nil { // closed before start
 			return
 		}
-		bg, cancel := context.WithCancel(ctx)
-		c.cancel = cancel
-		c.sup.Start(bg)
+		c.bg, c.cancel = context.WithCancel(ctx)
+		for _, sl := range c.current() {
+			sl.sup.Start(c.bg)
+		}
+		if c.watcher != nil {
+			c.wg.Go(func() { _ = c.watcher.Run(c.bg) })
+		}
 		if c.health > 0 {
-			c.wg.Add(1)
-			go c.healthLoop(bg)
+			c.wg.Go(func() { c.healthLoop(c.bg) })
 		}
 	})
 }
 
-// Invoke runs hook with payload and context pctx (nil: an empty context). It
-// uses the shared session, waits for a rebuild in progress, and retries once
-// on a new session if the session was lost (see the package doc for what
-// counts as lost; an answer about the call is never retried).
+// Invoke runs hook with payload and context pctx (nil: an empty context) on
+// the ready slot with the fewest calls in flight, waiting for a rebuild in
+// progress when no slot is ready, and retries once (on another slot if one
+// is ready) if the connection was lost (see the package doc for what counts
+// as lost; an answer about the call is never retried).
 //
 // The call is bounded by ctx's deadline, or by the plugin timeout if ctx has
-// none. Errors wrap ErrPluginDown (circuit open), ErrTimeout,
+// none. Errors wrap ErrPluginDown (every slot's circuit open), ErrTimeout,
 // ErrInvalidReply, ErrRefused, ErrClosed or ErrNotStarted, or describe a
 // transport or protocol failure. A plugin's error reply is returned as the
 // reply, with a nil error.
@@ -217,39 +272,55 @@ func (c *Client) setEffective(merged config.Plugin) {
 	}
 }
 
-// State returns the connection state.
-func (c *Client) State() State { return c.sup.State() }
+// State returns the plugin's state: Ready while any slot is, Down when every
+// slot's circuit is open (or no endpoint is known), else Connecting.
+func (c *Client) State() State {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
 
 // Stats returns the counters.
-func (c *Client) Stats() Stats { return c.count.stats(c.sup.State()) }
+func (c *Client) Stats() Stats {
+	st := c.count.stats(c.State())
+	st.Sessions = c.sessions()
+	return st
+}
 
-// Close stops the background loops and closes the session: a live session
-// gets a DELETE, a lost one does not. Calls in flight fail with ErrClosed or
-// their own error. Close is bounded by ctx and returns ctx.Err() if ctx ends
-// first. Later calls return the first call's result.
+// Close stops the background loops and closes every connection: a live MCP
+// session gets a DELETE, a lost one does not. Calls in flight fail with
+// ErrClosed or their own error. Close is bounded by ctx and returns
+// ctx.Err() if ctx ends first. Later calls return the first call's result.
 func (c *Client) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		c.mu.Lock()
 		if c.cancel == nil {
-			c.cancel = func() {} // Start becomes a no-op
+			c.bg, c.cancel = context.WithCancel(context.Background()) // Start becomes a no-op
 		}
 		cancel := c.cancel
+		c.closed = true
+		slots := c.current()
+		c.slots.Store(&[]*slot{})
 		c.mu.Unlock()
-		cancel()
 
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			c.sup.Close()
-			if s := c.current(); s != nil {
-				if err := s.close(ctx); err != nil {
-					c.log.Debug().Err(err).Msg("close plugin session")
+			for _, sl := range slots {
+				sl.sup.Close()
+				sl.draining.Store(true)
+			}
+			for _, sl := range slots {
+				if h := sl.current(); h != nil {
+					h.retire()
+					if err := h.conn.Close(); err != nil {
+						c.log.Debug().Err(err).Msg("close plugin connection")
+					}
 				}
 			}
+			cancel()
 			c.wg.Wait()
-			if c.owned != nil {
-				c.owned.CloseIdleConnections()
-			}
+			c.ev.sessions(nil)
 		}()
 		select {
 		case <-done:
@@ -260,110 +331,10 @@ func (c *Client) Close(ctx context.Context) error {
 	return c.closeErr
 }
 
-func (c *Client) supervisorConfig(attempts int, backoff reconnect.Backoff) reconnect.Config {
-	return reconnect.Config{
-		Connect:  c.connect,
-		Attempts: attempts,
-		Backoff:  backoff,
-		OnRebuild: func() {
-			ev := c.log.Warn()
-			if cause := c.lossCause.Load(); cause != nil {
-				ev = ev.AnErr("cause", *cause)
-			}
-			ev.Msg("plugin session lost; rebuilding")
-			c.ev.rebuild()
-		},
-		OnAttemptFailed: func(attempt int, err error) {
-			c.log.Debug().Int("attempt", attempt).Err(err).Msg("plugin connect attempt failed")
-		},
-		OnStateChange: func(from, to reconnect.State) {
-			switch {
-			case to == reconnect.Down:
-				c.log.Error().Stringer("from", from).Msg("plugin down: circuit open, requests fail at once while reconnecting in the background")
-			case from == reconnect.Down:
-				c.log.Info().Msg("plugin back: circuit closed")
-			}
-			c.ev.stateChange(from, to)
-		},
+// current returns the slots taking calls.
+func (c *Client) current() []*slot {
+	if p := c.slots.Load(); p != nil {
+		return *p
 	}
-}
-
-// connect establishes a new session (initialize, get_plugin_config, merge)
-// and installs it as connection epoch. It implements reconnect.Config.Connect.
-func (c *Client) connect(ctx context.Context, epoch uint64) error {
-	actx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	rt := newSessionRT(c.base)
-	transport := &mcp.StreamableClientTransport{
-		Endpoint:   c.url,
-		HTTPClient: &http.Client{Transport: rt},
-		// The SDK's own retries (SSE resumption, 1 s+ backoff) would hide a
-		// dead server from us for seconds; we rebuild the session instead.
-		MaxRetries: -1,
-		// Plugins never send server-initiated messages we need. The
-		// standalone GET stream would hold a connection and a goroutine
-		// per plugin and reconnect on its own schedule; health checks
-		// find dead sessions instead.
-		DisableStandaloneSSE: true,
-	}
-	cs, err := c.mcp.Connect(actx, transport, &mcp.ClientSessionOptions{ProtocolVersion: protocolVersion})
-	if err != nil {
-		rt.retire(err)
-		return fmt.Errorf("connect %s: %w", c.url, err)
-	}
-	s := newSession(cs, rt, epoch)
-	res, err := cs.CallTool(actx, &mcp.CallToolParams{
-		Name:      cpex.ToolGetPluginConfig,
-		Arguments: map[string]string{"name": c.name},
-	})
-	var remote config.Plugin
-	if err == nil {
-		remote, err = parseRemoteConfig(res)
-	}
-	if err != nil {
-		c.closeWhenIdle(ctx, s)
-		return fmt.Errorf("%s: %w", cpex.ToolGetPluginConfig, err)
-	}
-
-	c.mu.Lock()
-	old := c.cur
-	c.cur = s
-	c.mu.Unlock()
-	if old != nil {
-		c.closeWhenIdle(ctx, old)
-	}
-	c.count.connects.Add(1)
-	c.setEffective(merge(c.local, remote))
-	c.log.Info().Uint64("epoch", epoch).Str("session", cs.ID()).Msg("plugin session established")
 	return nil
-}
-
-// current returns the installed session.
-func (c *Client) current() *session {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.cur
-}
-
-// acquire waits for a usable session and enters a call on it; the caller
-// must leave it.
-func (c *Client) acquire(ctx context.Context) (*session, error) {
-	if _, err := c.sup.Acquire(ctx); err != nil {
-		return nil, err
-	}
-	return c.enterCurrent()
-}
-
-// enterCurrent enters a call on the installed session. A session found
-// retiring has been replaced already: its successor is taken instead.
-func (c *Client) enterCurrent() (*session, error) {
-	for {
-		s := c.current()
-		if s == nil {
-			return nil, fmt.Errorf("%w: no session", ErrPluginDown) // not reached: Ready implies a session
-		}
-		if s.enter() {
-			return s, nil
-		}
-	}
 }

@@ -19,7 +19,7 @@ func TestClient(t *testing.T) {
 	plug.SetConfig(pluginserver.Config{Priority: ptr(7)})
 	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plug)
 	rec := &recorder{}
-	c, err := New(external("guard", srv.URL()), config.PluginSettings{}, Options{HealthCheckInterval: -1, Observer: rec})
+	c, err := New(external("guard", srv.URL()), config.PluginSettings{}, Options{HealthCheckInterval: -1, Observer: rec, Slots: 1, HTTPClient: shared(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

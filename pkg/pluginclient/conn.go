@@ -4,17 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
 // ErrConnLost marks an error of a [Conn] meaning the connection (or session)
-// is gone: the caller rebuilds it and retries the call once. Any other error
-// from a Conn is an answer about that call (or a timeout): it is returned,
-// never retried, so a plugin never runs twice for one hook.
+// is gone and the call got no answer: the client rebuilds that connection
+// and retries the call once, on another ready connection if there is one.
+// Any other error from a Conn is an answer about that call (or a timeout):
+// it is returned, never retried, so a plugin never runs twice for one hook.
 var ErrConnLost = errors.New("plugin connection lost")
 
 // Conn is what one connection to a plugin server provides, whatever the
@@ -23,12 +21,29 @@ var ErrConnLost = errors.New("plugin connection lost")
 // broken connection), plug in under the same supervisor (single-flight
 // rebuild, backoff, circuit breaker), health check, metrics and tracing.
 //
-// A transport implements Conn in its own package (for example
-// pluginclient/grpc…), wrapping ErrConnLost into the errors that mean the
-// connection is gone and nothing else, and ErrInvalidReply into replies it
-// cannot decode. Today [Client] drives the MCP session directly; moving it
-// onto Conn (a Dialer per transport chosen from the plugin's config section)
-// is the next step, and this interface is what it needs.
+// A [Client] holds a few slots (Options.Slots); each slot owns one Conn at
+// a time, made by a [Dialer] and replaced through its own
+// reconnect.Supervisor when the Conn reports ErrConnLost. Calls go to the
+// ready slot with the fewest calls in flight; the plugin is Down only when
+// every slot is.
+//
+// A transport implements Conn in its own package, wrapping ErrConnLost into
+// the errors that mean the connection is gone and nothing else, and
+// ErrInvalidReply into replies it cannot decode, and hands its Dialer to the
+// client:
+//
+//	c, err := pluginclient.New(pl, settings, pluginclient.Options{
+//		Dialer: func(ctx context.Context) (pluginclient.Conn, error) { return grpcconn.Dial(ctx, pl) },
+//		Slots:  1, // one multiplexed connection is enough for gRPC
+//	})
+//
+// With Options.Dialer set, New checks only the plugin's name (the transport
+// checks its own config section), and every slot dials through it. Without
+// it, the client speaks MCP Streamable HTTP to pl.MCP.URL (see the package
+// doc for pinning and endpoints).
+//
+// Conn methods are called concurrently (several calls in flight on one
+// slot) unless the transport serialises them itself.
 type Conn interface {
 	// PluginConfig fetches the plugin server's config for name; found is
 	// false when the server does not know the plugin.
@@ -41,65 +56,13 @@ type Conn interface {
 	Close() error
 }
 
+// Stale is implemented by a Conn that can tell, without a round trip, that
+// it will fail the next call (an MCP session whose pinned connection the
+// server closed while idle). The client then rebuilds it in the background
+// and sends calls to other slots meanwhile.
+type Stale interface {
+	Stale() bool
+}
+
 // Dialer makes a new Conn to one plugin server, bounded by ctx.
 type Dialer func(ctx context.Context) (Conn, error)
-
-// The MCP session is a Conn.
-var _ Conn = (*session)(nil)
-
-// PluginConfig implements [Conn] with the get_plugin_config tool.
-func (s *session) PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error) {
-	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{
-		Name:      cpex.ToolGetPluginConfig,
-		Arguments: map[string]string{"name": name},
-	})
-	if err != nil {
-		return nil, false, s.connErr(err, nil)
-	}
-	raw, err := toolJSON(res)
-	if err != nil {
-		return nil, false, err
-	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, false, fmt.Errorf("%w: %v", ErrInvalidReply, err)
-	}
-	return raw, len(probe) > 0, nil
-}
-
-// InvokeHook implements [Conn] with the invoke_hook tool.
-func (s *session) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	ctx, ex := withExchange(ctx)
-	res, err := s.cs.CallTool(ctx, invokeParams(hook, plugin, payload, pctx))
-	if err != nil {
-		return nil, s.connErr(err, ex)
-	}
-	return parseInvokeReply(res)
-}
-
-// Health implements [Conn] with an MCP ping.
-func (s *session) Health(ctx context.Context) error {
-	if err := s.cs.Ping(ctx, nil); err != nil {
-		return s.connErr(err, nil)
-	}
-	return nil
-}
-
-// Close implements [Conn]: see close.
-func (s *session) Close() error { return s.close(context.Background()) }
-
-// connErr classifies err from a call on s (ex: the call's exchange, or nil):
-// wrapped in ErrConnLost when the session is gone and the call got no
-// answer; otherwise as the answer's error.
-func (s *session) connErr(err error, ex *exchange) error {
-	if ex == nil {
-		ex = &exchange{}
-	}
-	if ex.gone.Load() || (!answered(err, ex) && s.lost(err)) {
-		return fmt.Errorf("%w: %w", ErrConnLost, s.cause(err))
-	}
-	if answered(err, ex) {
-		return answerError(err)
-	}
-	return err
-}

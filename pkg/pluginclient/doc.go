@@ -1,9 +1,34 @@
 // Package pluginclient is the client side of the ContextForge (cpex)
 // external plugin protocol (docs/plugin-protocol.md): a [Client] per plugin
-// holds one long-lived MCP Streamable HTTP session, shared by all callers,
-// with get_plugin_config, the config merge, invoke_hook, TLS, health checks,
-// and transparent session rebuild when a plugin server restarts. A [Pool] is
-// a fixed set of clients looked up by name.
+// keeps a few long-lived MCP Streamable HTTP sessions (Options.Slots,
+// default [DefaultSlots]), with get_plugin_config, the config merge,
+// invoke_hook, TLS, health checks, and transparent session rebuild when a
+// plugin server restarts. A [Pool] is a fixed set of clients looked up by
+// name.
+//
+// # Sessions, replicas and endpoints
+//
+// Each session rides one HTTP/1.1 connection of its own (see pin.go), so
+// all its requests reach the replica that created it, whatever balances
+// connections in between: a ClusterIP Service needs no session affinity.
+// The client resolves the plugin URL's host ([endpoints.Watcher]: at Start,
+// every Options.ResolveInterval, and soon after a failed connection) and
+// spreads its sessions over the addresses, at least one each: a headless
+// Service's pods each get sessions, a Service address gets them all. Sessions
+// of an address that disappears drain (no new calls, closed once their
+// calls are done); a new address gets new sessions. The Host header and the
+// TLS server name stay the URL's.
+//
+// A call goes to the ready session with the fewest calls in flight (a
+// pinned session carries one call at a time); a session being rebuilt, or
+// whose connection the server closed while idle, is skipped and rebuilt in
+// the background. The plugin is Ready while any session is, and Down (its
+// circuit open, calls failing at once with [ErrPluginDown]) only when every
+// session's circuit is open.
+//
+// A plugin server that speaks MCP 2026-07-28 (server/discover) is used
+// without sessions: no initialize, any replica serves any call, and its
+// connections are never stale. Older servers get the 2025-11-25 initialize.
 //
 // # Answers, session loss and rebuild
 //
@@ -39,7 +64,8 @@
 // invoke_hook is retried once. Concurrent calls that hit the same dead
 // session share one rebuild.
 //
-// A rebuild makes mcp.reconnect_attempts connection attempts (at least one),
+// Each session is rebuilt on its own. A rebuild makes mcp.reconnect_attempts
+// connection attempts (at least one),
 // spaced by exponential backoff with full jitter (base mcp.reconnect_delay).
 // When all fail, the circuit opens: the plugin is Down, every call fails at
 // once with ErrPluginDown, and a background loop reconnects with capped
@@ -63,7 +89,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
-
+	"github.com/mcp-extproc/mcp-extproc/pkg/endpoints"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
@@ -124,6 +150,8 @@ type Stats struct {
 	// HealthChecksOK and HealthChecksFailed count pings.
 	HealthChecksOK     uint64
 	HealthChecksFailed uint64
+	// Sessions counts the plugin's sessions by state.
+	Sessions Sessions
 }
 
 // Observer receives plugin events, for example to export metrics. Each
@@ -164,6 +192,38 @@ type Options struct {
 	// MaxReconnectDelay caps the backoff of the background loop while a
 	// plugin is down (default 5 s).
 	MaxReconnectDelay time.Duration
-	// Observer, if set, receives events (see Observer).
+	// Observer, if set, receives events (see Observer, and SessionObserver
+	// for the per-session ones).
 	Observer Observer
+	// Slots is how many connections (MCP sessions) the client keeps to
+	// the plugin, spread over its endpoint addresses (default
+	// DefaultSlots). config.Extproc.PluginSessions sets it.
+	Slots int
+	// Dialer, if set, makes every slot's connection instead of the MCP
+	// Streamable HTTP transport: the seam of other transports (see Conn).
+	Dialer Dialer
+	// Resolver looks up the addresses behind the plugin URL's host
+	// (default: the system resolver). Tests inject one.
+	Resolver endpoints.Resolver
+	// ResolveInterval is how often the host is looked up again (default
+	// endpoints.DefaultInterval); a failed connection asks for a lookup
+	// sooner.
+	ResolveInterval time.Duration
+}
+
+// SessionObserver is implemented by an Observer that also wants the
+// per-session events: rebuilds by cause (CauseCall, CauseHealth, CauseIdle)
+// and the plugin's sessions by state, reported whenever they change (all
+// zero once the client is closed).
+type SessionObserver interface {
+	OnRebuildCause(plugin, cause string)
+	OnSessions(plugin string, s Sessions)
+}
+
+// Sessions counts a plugin's sessions (slots) by state, and the endpoint
+// addresses they are spread over (1 when the plugin URL's host is a
+// Service address).
+type Sessions struct {
+	Ready, Connecting, Rebuilding, Down, Draining int
+	Endpoints                                     int
 }

@@ -54,11 +54,26 @@ type events struct {
 	obs   Observer // nil: none
 }
 
-func (e events) rebuild() {
+func (e events) rebuild(cause string) {
 	e.count.OnRebuild(e.name)
 	if e.obs != nil {
 		e.obs.OnRebuild(e.name)
 	}
+	if so, ok := e.obs.(SessionObserver); ok {
+		so.OnRebuildCause(e.name, cause)
+	}
+}
+
+// sessions reports the sessions by state (nil: the client is closed).
+func (e events) sessions(s *Sessions) {
+	so, ok := e.obs.(SessionObserver)
+	if !ok {
+		return
+	}
+	if s == nil {
+		s = &Sessions{}
+	}
+	so.OnSessions(e.name, *s)
 }
 
 func (e events) retry(ok bool) {

@@ -3,6 +3,7 @@ package pluginclient
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +42,9 @@ func newPool(t *testing.T, plugins []config.Plugin, opts Options) *Pool {
 	if opts.HealthCheckInterval == 0 {
 		opts.HealthCheckInterval = -1
 	}
+	if opts.Slots == 0 {
+		opts.Slots = 1 // the counts of one session; the slot tests set more
+	}
 	if opts.MaxReconnectDelay == 0 {
 		opts.MaxReconnectDelay = 100 * time.Millisecond
 	}
@@ -58,6 +62,16 @@ func newPool(t *testing.T, plugins []config.Plugin, opts Options) *Pool {
 	})
 	p.Start(context.Background())
 	return p
+}
+
+// shared returns an HTTP client whose transport all sessions share: no
+// pinning, so a call (or a ping) is what finds a dead session, and one
+// session carries many calls at once. Its idle connections are closed at
+// the end of the test.
+func shared(t testing.TB) *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr}
 }
 
 var testPayload = json.RawMessage(`{"name":"echo","args":{"text":"hi"}}`)

@@ -13,8 +13,8 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
-// invoke runs invoke_hook, rebuilding the session and retrying once if it was
-// lost.
+// invoke runs invoke_hook on a slot, retrying once (and rebuilding that
+// slot's connection) if the connection was lost.
 func (c *Client) invoke(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -24,58 +24,149 @@ func (c *Client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	if pctx == nil {
 		pctx = cpex.NewContext(cpex.GlobalContext{})
 	}
-	params := invokeParams(hook, c.name, payload, pctx)
-
-	s, err := c.acquire(ctx)
+	sl, h, err := c.pick(ctx, nil)
 	if err != nil {
 		return nil, c.wrap(ctx, err)
 	}
-	reply, ex, err := c.call(ctx, s, params)
-	if err == nil || ctx.Err() != nil {
-		s.leave()
+	reply, err := sl.call(ctx, h, hook, payload, pctx)
+	if err == nil || ctx.Err() != nil || !errors.Is(err, ErrConnLost) {
 		return reply, c.wrap(ctx, err)
 	}
-	switch {
-	case ex.gone.Load():
-		// This call's own answer said the session is gone: rebuild.
-	case answered(err, ex):
-		// The server answered this call: whatever it said is the call's
-		// error. Calling again would run the plugin twice.
-		s.leave()
-		return nil, c.wrap(ctx, answerError(err))
-	case !s.lost(err):
-		// No answer arrived, yet nothing on the wire said the session is
-		// gone: a server shutting down ends its SSE streams cleanly before
-		// its listener goes away. Ask the session; if it answers, the call
-		// is retried on it once, otherwise the lost-session path below
-		// rebuilds it.
-		perr := s.cs.Ping(ctx, nil)
-		if perr == nil || !s.lost(perr) {
-			reply, _, err = c.call(ctx, s, params)
-			s.leave()
-			c.ev.retry(err == nil)
-			return reply, c.wrap(ctx, err)
-		}
-		err = perr
-	}
-	s.leave()
-
-	// The session is gone: one rebuild for all callers, then one retry.
-	cause := s.cause(err)
-	c.lossCause.Store(&cause)
-	if err := c.sup.Rebuild(ctx, s.epoch); err != nil {
-		return nil, c.wrap(ctx, err)
-	}
-	if s, err = c.enterCurrent(); err != nil {
-		return nil, c.wrap(ctx, err)
-	}
-	defer s.leave()
-	reply, _, err = c.call(ctx, s, params)
+	// The connection is gone and the call got no answer: one rebuild of
+	// that slot for all callers, and one retry, elsewhere if possible.
+	sl.invalidate(h, CauseCall, err)
+	sl2, h2, err := c.pick(ctx, sl)
 	if err != nil {
-		c.log.Warn().Err(err).Uint64("epoch", s.epoch).Msg("plugin call failed again on the rebuilt session")
+		return nil, c.wrap(ctx, err)
+	}
+	reply, err = sl2.call(ctx, h2, hook, payload, pctx)
+	if err != nil {
+		c.log.Warn().Err(err).Str("addr", sl2.addr).Msg("plugin call failed again after a lost connection")
+		if errors.Is(err, ErrConnLost) {
+			sl2.invalidate(h2, CauseCall, err)
+		}
 	}
 	c.ev.retry(err == nil)
 	return reply, c.wrap(ctx, err)
+}
+
+// call runs hook on h, a Conn the caller entered; it leaves it.
+func (sl *slot) call(ctx context.Context, h *held, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	defer func() {
+		sl.inflight.Add(-1)
+		h.leave()
+	}()
+	return h.conn.InvokeHook(ctx, hook, sl.c.name, payload, pctx)
+}
+
+// pick enters a call on the usable slot with the fewest calls in flight
+// (avoid only if no other is usable). With none usable it waits for a slot
+// that is connecting or rebuilding; with every slot down it fails with
+// reconnect.ErrOpen.
+func (c *Client) pick(ctx context.Context, avoid *slot) (*slot, *held, error) {
+	for {
+		slots, err := c.slotsFor(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		sl := c.choose(slots, avoid)
+		if sl != nil && avoid != nil && sl.inflight.Load() > 0 && avoid.sup.State() != reconnect.Down {
+			// Every other slot is busy: the slot being rebuilt is likely
+			// free first (a pinned session carries one call at a time).
+			_, _ = avoid.sup.Acquire(ctx)
+			avoid = nil
+			continue
+		}
+		if sl != nil {
+			if h := sl.current(); h != nil && h.enter() {
+				sl.inflight.Add(1)
+				return sl, h, nil
+			}
+			continue // replaced meanwhile: choose again
+		}
+		avoid = nil
+		sl = waitable(slots)
+		if sl == nil { // every slot down
+			sl = slots[0]
+		}
+		if _, err := sl.sup.Acquire(ctx); err != nil && (!errors.Is(err, reconnect.ErrOpen) || waitable(slots) == nil) {
+			return nil, nil, err
+		}
+	}
+}
+
+// slotsFor returns the slots taking calls, waiting for the first endpoint
+// lookup. With none it fails with reconnect.ErrOpen (or the life-cycle
+// error).
+func (c *Client) slotsFor(ctx context.Context) ([]*slot, error) {
+	select {
+	case <-c.resolved:
+	default:
+		if err := c.lifeErr(); err != nil {
+			return nil, err
+		}
+		select {
+		case <-c.resolved:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	slots := c.current()
+	if len(slots) == 0 {
+		if err := c.lifeErr(); err != nil {
+			return nil, err
+		}
+		c.refreshEndpoints()
+		return nil, fmt.Errorf("%w: no endpoint address for %s", reconnect.ErrOpen, c.url)
+	}
+	return slots, nil
+}
+
+// lifeErr returns ErrNotStarted before Start, ErrStopped after Close.
+func (c *Client) lifeErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.closed:
+		return reconnect.ErrStopped
+	case c.cancel == nil:
+		return reconnect.ErrNotStarted
+	case c.bg.Err() != nil:
+		return reconnect.ErrStopped
+	}
+	return nil
+}
+
+// choose returns the usable slot with the fewest calls in flight, starting
+// the scan at a rotating index so that ties take turns.
+func (c *Client) choose(slots []*slot, avoid *slot) *slot {
+	var best *slot
+	var load int64
+	start := int(c.next.Add(1) % uint64(len(slots)))
+	for i := range slots {
+		sl := slots[(start+i)%len(slots)]
+		if sl == avoid || !sl.usable() {
+			continue
+		}
+		if n := sl.inflight.Load(); best == nil || n < load {
+			best, load = sl, n
+		}
+	}
+	if best == nil && avoid != nil && avoid.usable() {
+		return avoid
+	}
+	return best
+}
+
+// waitable returns a slot worth waiting for: connecting, or rebuilding with
+// its circuit closed; nil when every slot is down.
+func waitable(slots []*slot) *slot {
+	for _, sl := range slots {
+		if sl.sup.State() != reconnect.Down {
+			return sl
+		}
+	}
+	return nil
 }
 
 // answered reports whether err is the server's answer to the call (as
@@ -119,17 +210,6 @@ func serverError(err error) bool {
 		return serverError(u.Unwrap())
 	}
 	return false
-}
-
-// call makes one invoke_hook call on s, returning what the wire said of it.
-func (c *Client) call(ctx context.Context, s *session, params *mcp.CallToolParams) (*cpex.InvokeHookReply, *exchange, error) {
-	ctx, ex := withExchange(ctx)
-	res, err := s.cs.CallTool(ctx, params)
-	if err != nil {
-		return nil, ex, err
-	}
-	reply, err := parseInvokeReply(res)
-	return reply, ex, err
 }
 
 // wrap maps err to the package's sentinels, naming the plugin. Context

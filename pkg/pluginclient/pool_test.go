@@ -218,7 +218,7 @@ func TestHeadersReachPlugin(t *testing.T) {
 
 func TestCloseDeletesLiveSession(t *testing.T) {
 	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, plugintest.NewScripted("guard"))
-	pool, err := NewPool([]config.Plugin{external("guard", srv.URL())}, config.PluginSettings{}, Options{HealthCheckInterval: -1})
+	pool, err := NewPool([]config.Plugin{external("guard", srv.URL())}, config.PluginSettings{}, Options{HealthCheckInterval: -1, Slots: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

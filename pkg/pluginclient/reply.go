@@ -94,7 +94,13 @@ func parseRemoteConfig(res *mcp.CallToolResult) (config.Plugin, error) {
 	if err := json.Unmarshal(raw, &probe); err != nil {
 		return config.Plugin{}, fmt.Errorf("%w: %v", ErrInvalidReply, err)
 	}
-	if len(probe) == 0 {
+	return decodeRemoteConfig(raw, len(probe) > 0)
+}
+
+// decodeRemoteConfig decodes a get_plugin_config answer (found: the server
+// knows the plugin).
+func decodeRemoteConfig(raw json.RawMessage, found bool) (config.Plugin, error) {
+	if !found {
 		return config.Plugin{}, errNoConfig
 	}
 	var rp remotePlugin

@@ -3,65 +3,69 @@ package pluginclient
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
-// session is one MCP session with its RoundTripper. A replaced session is
-// retiring: it takes no new calls, and is closed once the calls in flight on
-// it are done (see closeWhenIdle).
+// session is one MCP session: its go-sdk ClientSession, the RoundTripper
+// that watches its requests, and the pinned transport its requests ride
+// (nil when Options.HTTPClient provides a shared one).
 type session struct {
-	cs    *mcp.ClientSession
-	rt    *sessionRT
-	epoch uint64 // the supervisor's connection number
-
-	mu       sync.Mutex
-	active   int           // calls in flight
-	retiring bool          // replaced: no new calls
-	idle     chan struct{} // closed once retiring with no call in flight
+	cs      *mcp.ClientSession
+	rt      *sessionRT
+	pin     *pin
+	onRetry func(ok bool) // a call retried on s after a clean stream end
 }
 
-func newSession(cs *mcp.ClientSession, rt *sessionRT, epoch uint64) *session {
-	return &session{cs: cs, rt: rt, epoch: epoch, idle: make(chan struct{})}
-}
-
-// enter registers a call on s; it fails once s is retiring.
-func (s *session) enter() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.retiring {
-		return false
-	}
-	s.active++
-	return true
-}
-
-// leave ends a call registered by enter.
-func (s *session) leave() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.active--
-	if s.retiring && s.active == 0 {
-		close(s.idle)
-	}
-}
-
-// retire stops s taking calls and returns a channel closed once the calls
-// in flight on it are done.
-func (s *session) retire() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.retiring {
-		s.retiring = true
-		if s.active == 0 {
-			close(s.idle)
+// dialMCP returns the Dialer of a slot: a new MCP session to the plugin
+// URL, on a transport of its own pinned to one connection (to addr, an
+// endpoint address, if not empty).
+func (c *Client) dialMCP(addr string) Dialer {
+	return func(ctx context.Context) (Conn, error) {
+		base, p := c.base, (*pin)(nil)
+		if base == nil {
+			p = newPin(c.tmpl, addr, c.port)
+			base = p.transport
 		}
+		rt := newSessionRT(base)
+		transport := &mcp.StreamableClientTransport{
+			Endpoint:   c.url,
+			HTTPClient: &http.Client{Transport: rt},
+			// The SDK's own retries (SSE resumption, 1 s+ backoff) would
+			// hide a dead server from us for seconds; we rebuild instead.
+			MaxRetries: -1,
+			// Plugins never send server-initiated messages we need. The
+			// standalone GET stream would hold the session's one
+			// connection; health checks find dead sessions instead.
+			DisableStandaloneSSE: true,
+		}
+		// No ProtocolVersion: the go-sdk asks server/discover first and
+		// uses a 2026-07-28 server statelessly (no initialize, nothing to
+		// rebuild); older servers get the 2025-11-25 initialize.
+		cs, err := c.mcp.Connect(ctx, transport, nil)
+		if err != nil {
+			rt.retire(err)
+			p.close()
+			return nil, fmt.Errorf("connect %s: %w", c.url, err)
+		}
+		if stateless(cs) {
+			p.unpin()
+		}
+		p.arm()
+		return &session{cs: cs, rt: rt, pin: p, onRetry: c.ev.retry}, nil
 	}
-	return s.idle
+}
+
+// statelessVersion is the first MCP version without sessions.
+const statelessVersion = "2026-07-28"
+
+// stateless reports whether cs speaks a sessionless MCP version.
+func stateless(cs *mcp.ClientSession) bool {
+	res := cs.InitializeResult()
+	return res != nil && res.ProtocolVersion >= statelessVersion
 }
 
 // lost reports whether err (from a call on s) means the session is gone:
@@ -88,76 +92,12 @@ func (s *session) close(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
 	defer cancel()
 	s.rt.shutdown(ctx)
-	return s.cs.Close()
+	err := s.cs.Close()
+	s.pin.close()
+	return err
 }
 
-// closeWhenIdle retires s and closes it in the background once the calls in
-// flight on it are done, so that a rebuild never fails them: they finish on
-// s (a dead server fails them by itself, and they are retried on the new
-// session). The wait is bounded by the plugin timeout (the longest a call
-// without its own deadline runs) plus deleteTimeout, and ends at once when
-// ctx (the client's life) ends.
-func (c *Client) closeWhenIdle(ctx context.Context, s *session) {
-	idle := s.retire()
-	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		t := time.NewTimer(c.timeout + deleteTimeout)
-		defer t.Stop()
-		select {
-		case <-idle:
-		case <-t.C:
-			c.log.Debug().Msg("closing a replaced plugin session with calls still in flight")
-		case <-ctx.Done():
-		}
-		if err := s.close(context.WithoutCancel(ctx)); err != nil {
-			c.log.Debug().Err(err).Msg("close plugin session")
-		}
-	}()
-}
-
-// healthLoop pings the plugin every interval until ctx is done.
-func (c *Client) healthLoop(ctx context.Context) {
-	defer c.wg.Done()
-	t := time.NewTicker(c.health)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		c.healthCheck(ctx)
-	}
-}
-
-// healthCheck pings the current session once. A lost session is rebuilt
-// right away, before a request finds it dead. While the circuit is open or
-// the first connection is pending, the supervisor's loop does the probing.
-func (c *Client) healthCheck(ctx context.Context) {
-	if c.sup.State() != reconnect.Ready {
-		return
-	}
-	s, err := c.acquire(ctx)
-	if err != nil {
-		return
-	}
-	pctx, cancel := context.WithTimeout(ctx, min(c.timeout, c.health))
-	err = s.cs.Ping(pctx, nil)
-	cancel()
-	s.leave()
-	if ctx.Err() != nil {
-		return
-	}
-	if err == nil {
-		c.ev.health(true)
-		return
-	}
-	c.ev.health(false)
-	c.log.Warn().Err(err).Msg("plugin health check failed")
-	if s.lost(err) {
-		cause := s.cause(err)
-		c.lossCause.Store(&cause)
-		_ = c.sup.Rebuild(ctx, s.epoch) // outcome logged by the supervisor hooks
-	}
-}
+// deleteTimeout bounds the DELETE that ends a live session. It is
+// best-effort: a server that does not answer must not hold up a rebuild or
+// Close.
+const deleteTimeout = time.Second

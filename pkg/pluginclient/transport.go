@@ -159,9 +159,7 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errSessionRetired
 	}
 	callerCtx := req.Context()
-	ctx, cancel := context.WithCancel(callerCtx)
-	stop := context.AfterFunc(rt.ctx, cancel)
-	release := func() { stop(); cancel() }
+	ctx, release := detach(callerCtx, rt.ctx)
 
 	out := req.WithContext(ctx)
 	if h, _ := callerCtx.Value(headersKey{}).(http.Header); len(h) > 0 {
@@ -177,7 +175,7 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 
 	resp, err := rt.base.RoundTrip(out)
 	if err != nil {
-		release()
+		release(false)
 		if callerCtx.Err() == nil && rt.ctx.Err() == nil {
 			rt.markLost(fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), err))
 		}
@@ -194,10 +192,11 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		// this call's error alone.
 		ex.setAnswered()
 		err := refusal(resp)
-		release()
+		release(false)
 		return nil, err
 	}
-	wb := &watchedBody{ReadCloser: resp.Body, rt: rt, ctx: callerCtx, release: release}
+	release(true) // the answer is in: let the body drain past the caller's end
+	wb := &watchedBody{ReadCloser: resp.Body, rt: rt, ctx: callerCtx, release: func() { release(false) }}
 	if mediaType(resp.Header.Get("Content-Type")) == "application/json" {
 		wb.ex = ex // a whole JSON body is the server's answer
 	}

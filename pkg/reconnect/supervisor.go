@@ -201,6 +201,29 @@ func (s *Supervisor) Rebuild(ctx context.Context, epoch uint64) error {
 	}
 }
 
+// Usable reports whether a caller would get the current connection at once:
+// the circuit is closed and no connection round is in progress. A pool of
+// supervised connections skips the ones that are not usable.
+func (s *Supervisor) Usable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == Ready && s.running == nil && s.unusableLocked() == nil
+}
+
+// Invalidate reports, without waiting, that the connection of the given
+// epoch is broken: it starts a rebuild round unless one is running, the
+// epoch is stale, or the circuit is open (the background loop is already
+// reconnecting). It reports whether it started a round.
+func (s *Supervisor) Invalidate(epoch uint64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.unusableLocked() != nil || s.running != nil || s.state != Ready || epoch < s.epoch {
+		return false
+	}
+	s.startRound(true)
+	return true
+}
+
 // Close stops the background goroutines and waits for them. Connection
 // rounds in progress see their context cancelled; callers waiting on them get
 // ErrStopped. Close does not close the connection itself: that is the owner's

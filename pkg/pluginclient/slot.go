@@ -1,0 +1,226 @@
+package pluginclient
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
+)
+
+// Rebuild causes, reported to a [SessionObserver].
+const (
+	// CauseCall: a call found the connection gone.
+	CauseCall = "call"
+	// CauseHealth: a health check found the connection gone.
+	CauseHealth = "health"
+	// CauseIdle: the server closed the pinned connection of an idle
+	// session (keep-alive timeout), found before the next call.
+	CauseIdle = "idle"
+)
+
+// slot is one of a client's connections: its own supervisor (single-flight
+// rebuild, backoff, circuit) and the Conn it holds. A draining slot takes no
+// new calls and is closed once its calls in flight are done.
+type slot struct {
+	c    *Client
+	addr string // the endpoint address it dials; "" = the URL's host
+	dial Dialer
+	sup  *reconnect.Supervisor
+
+	inflight atomic.Int64
+	draining atomic.Bool
+	cause    atomic.Pointer[string] // cause of the next rebuild
+	lossErr  atomic.Pointer[error]  // why the last connection was lost, for logs
+
+	mu  sync.Mutex
+	cur *held // nil before the first connection
+}
+
+func (c *Client) newSlot(addr string, dial Dialer) *slot {
+	sl := &slot{c: c, addr: addr, dial: dial}
+	sl.sup = reconnect.New(reconnect.Config{
+		Connect:  sl.connect,
+		Attempts: c.attempts,
+		Backoff:  c.backoff,
+		OnRebuild: func() {
+			cause := CauseCall
+			if p := sl.cause.Load(); p != nil {
+				cause = *p
+			}
+			ev := c.log.Warn().Str("addr", sl.addr).Str("cause", cause)
+			if err := sl.lossErr.Load(); err != nil {
+				ev = ev.AnErr("error", *err)
+			}
+			ev.Msg("plugin session lost; rebuilding")
+			c.ev.rebuild(cause)
+		},
+		OnAttemptFailed: func(attempt int, err error) {
+			c.log.Debug().Str("addr", sl.addr).Int("attempt", attempt).Err(err).Msg("plugin connect attempt failed")
+			c.refreshEndpoints()
+		},
+		OnStateChange: func(_, _ reconnect.State) { c.slotsChanged() },
+	})
+	return sl
+}
+
+// current returns the Conn the slot holds.
+func (sl *slot) current() *held {
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	return sl.cur
+}
+
+// usable reports whether the slot takes a call now. A stale connection is
+// rebuilt in the background and the slot skipped meanwhile.
+func (sl *slot) usable() bool {
+	if sl.draining.Load() || !sl.sup.Usable() {
+		return false
+	}
+	h := sl.current()
+	if h == nil {
+		return false
+	}
+	if st, ok := h.conn.(Stale); ok && st.Stale() {
+		sl.invalidate(h, CauseIdle, nil)
+		return false
+	}
+	return true
+}
+
+// invalidate reports h's connection lost: the slot is rebuilt in the
+// background (once, however many report it).
+func (sl *slot) invalidate(h *held, cause string, err error) {
+	if sl.draining.Load() {
+		return
+	}
+	if err != nil {
+		sl.lossErr.Store(&err)
+	}
+	sl.cause.Store(&cause)
+	sl.sup.Invalidate(h.epoch)
+}
+
+// connect makes a new Conn (dial, get_plugin_config, merge) and installs it
+// as connection epoch. It implements reconnect.Config.Connect.
+func (sl *slot) connect(ctx context.Context, epoch uint64) error {
+	c := sl.c
+	actx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	conn, err := sl.dial(actx)
+	if err != nil {
+		return err
+	}
+	h := newHeld(conn, epoch)
+	raw, found, err := conn.PluginConfig(actx, c.name)
+	var remote config.Plugin
+	if err == nil {
+		remote, err = decodeRemoteConfig(raw, found)
+	}
+	if err != nil {
+		c.closeWhenIdle(ctx, h)
+		return fmt.Errorf("%s: %w", cpex.ToolGetPluginConfig, err)
+	}
+	sl.mu.Lock()
+	old := sl.cur
+	sl.cur = h
+	sl.mu.Unlock()
+	if old != nil {
+		c.closeWhenIdle(ctx, old)
+	}
+	c.count.connects.Add(1)
+	c.setEffective(merge(c.local, remote))
+	c.log.Info().Uint64("epoch", epoch).Str("addr", sl.addr).Msg("plugin session established")
+	return nil
+}
+
+// close stops the slot's supervisor and closes its Conn once the calls in
+// flight on it are done (at once when ctx, the client's life, ends).
+func (sl *slot) close(ctx context.Context) {
+	sl.draining.Store(true)
+	sl.sup.Close()
+	if h := sl.current(); h != nil {
+		sl.c.closeWhenIdle(ctx, h)
+	}
+}
+
+// held is a Conn in use by a slot, with the calls in flight on it. A
+// replaced Conn is retiring: it takes no new calls, and is closed once the
+// calls in flight on it are done (see closeWhenIdle).
+type held struct {
+	conn  Conn
+	epoch uint64 // the supervisor's connection number
+
+	mu       sync.Mutex
+	active   int
+	retiring bool
+	idle     chan struct{} // closed once retiring with no call in flight
+}
+
+func newHeld(conn Conn, epoch uint64) *held {
+	return &held{conn: conn, epoch: epoch, idle: make(chan struct{})}
+}
+
+// enter registers a call on h; it fails once h is retiring.
+func (h *held) enter() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.retiring {
+		return false
+	}
+	h.active++
+	return true
+}
+
+// leave ends a call registered by enter.
+func (h *held) leave() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.active--
+	if h.retiring && h.active == 0 {
+		close(h.idle)
+	}
+}
+
+// retire stops h taking calls and returns a channel closed once the calls
+// in flight on it are done.
+func (h *held) retire() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.retiring {
+		h.retiring = true
+		if h.active == 0 {
+			close(h.idle)
+		}
+	}
+	return h.idle
+}
+
+// closeWhenIdle retires h and closes it in the background once the calls in
+// flight on it are done, so that a rebuild never fails them: they finish on
+// h (a dead server fails them by itself, and they are retried elsewhere).
+// The wait is bounded by the plugin timeout (the longest a call without its
+// own deadline runs) plus deleteTimeout, and ends at once when ctx (the
+// client's life) ends.
+func (c *Client) closeWhenIdle(ctx context.Context, h *held) {
+	idle := h.retire()
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTimer(c.timeout + deleteTimeout)
+		defer t.Stop()
+		select {
+		case <-idle:
+		case <-t.C:
+			c.log.Debug().Msg("closing a replaced plugin connection with calls still in flight")
+		case <-ctx.Done():
+		}
+		if err := h.conn.Close(); err != nil {
+			c.log.Debug().Err(err).Msg("close plugin connection")
+		}
+	}()
+}
