@@ -73,3 +73,15 @@ func endToEnd(t *testing.T, transports ...Transport) {
 	}
 	t.Logf("load: %d calls, 0 failed", res.Calls)
 }
+
+// TestEndToEndProtobufTransports runs the same checks with the policy split
+// over cpex's protobuf transports in one config: the deny plugin over gRPC,
+// the redaction plugin over the Unix socket (both restarted under load).
+func TestEndToEndProtobufTransports(t *testing.T) {
+	endToEnd(t, GRPC, UnixSocket)
+}
+
+// TestEndToEndGRPCUDS serves the whole policy over gRPC on a Unix socket.
+func TestEndToEndGRPCUDS(t *testing.T) {
+	endToEnd(t, GRPCUDS)
+}
