@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	code := e2e.Print(stdout, outcomes)
 
-	fmt.Fprintln(stdout, "\n2. The plugin servers restart (new process state, connections cut, empty session store); the next calls:")
+	fmt.Fprintln(stdout, "\n2. The plugin restarts (new process state, empty session store); the next calls:")
 	if err := st.RestartPlugin(); err != nil {
 		fmt.Fprintln(stderr, "demo: restart plugin:", err)
 		return 1
