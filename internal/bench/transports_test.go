@@ -18,10 +18,10 @@ func TestTransportsQuick(t *testing.T) {
 	defer cancel()
 	var progress bytes.Buffer
 	r := newRunner(Options{Quick: true, Progress: &progress})
-	if err := r.transports(ctx, []string{"MCP/HTTP"}); err != nil {
+	if err := r.transports(ctx, benchTransports); err != nil {
 		t.Fatalf("%v\nprogress:\n%s", err, progress.String())
 	}
-	if len(r.rep.Tables) != 1 || len(r.rep.Tables[0].Rows) != 1 {
+	if len(r.rep.Tables) != 1 || len(r.rep.Tables[0].Rows) != len(benchTransports) {
 		t.Fatalf("tables %+v", r.rep.Tables)
 	}
 }
