@@ -87,7 +87,7 @@ type Client struct {
 // wire.go); Options.Dialer, if set, replaces all of them. Anything else is
 // an error. Nothing is connected until Start.
 func New(pl config.Plugin, settings config.PluginSettings, opts Options) (*Client, error) {
-	wire, isWire, err := wireFor(pl)
+	wire, isWire, err := wireFor(pl, opts.Slots)
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 	}

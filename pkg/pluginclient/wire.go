@@ -30,14 +30,16 @@ type wireTransport struct {
 }
 
 // wireFor returns pl's protobuf transport; ok is false for a plugin without
-// a grpc: or unix_socket: section (MCP).
+// a grpc: or unix_socket: section (MCP). sessions is Options.Slots (0:
+// DefaultSlots).
 //
 // gRPC gets one slot: one grpc.ClientConn multiplexes every call over
-// HTTP/2. The Unix socket gets one slot too: unixconn pools its own framed
-// connections (one call in flight on each). Neither section has a session,
-// so a rebuild is a fresh connection plus the config fetch; the section's
-// reconnect_attempts and reconnect_delay (gRPC: cpex's defaults) bound it.
-func wireFor(pl config.Plugin) (w wireTransport, ok bool, err error) {
+// HTTP/2. The Unix socket gets one slot too, and unixconn pools sessions
+// framed connections in it (one call in flight on each, as an MCP session
+// carries one). Neither section has a session, so a rebuild is a fresh
+// connection plus the config fetch; the section's reconnect_attempts and
+// reconnect_delay (gRPC: cpex's defaults) bound it.
+func wireFor(pl config.Plugin, sessions int) (w wireTransport, ok bool, err error) {
 	w = wireTransport{slots: 1, attempts: config.DefaultReconnectAttempts, delay: config.DefaultReconnectDelay}
 	switch {
 	case pl.GRPC != nil:
@@ -58,6 +60,9 @@ func wireFor(pl config.Plugin) (w wireTransport, ok bool, err error) {
 		return w, true, nil
 	case pl.UnixSocket != nil:
 		u := pl.UnixSocket
+		if sessions <= 0 {
+			sessions = DefaultSlots
+		}
 		if u.ReconnectAttempts != nil && *u.ReconnectAttempts > 0 {
 			w.attempts = *u.ReconnectAttempts
 		}
@@ -65,7 +70,7 @@ func wireFor(pl config.Plugin) (w wireTransport, ok bool, err error) {
 			w.delay = u.ReconnectDelay.Duration
 		}
 		w.dial = func(context.Context) (Conn, error) {
-			return wireConn{unixconn.FromConfig(u, 0)}, nil
+			return wireConn{unixconn.FromConfig(u, sessions)}, nil
 		}
 		return w, true, nil
 	}

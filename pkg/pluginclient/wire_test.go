@@ -232,3 +232,35 @@ func TestWireDownForGood(t *testing.T) {
 		})
 	}
 }
+
+// Options.Slots (extproc.plugin_sessions) is the number of framed
+// connections to a Unix-socket plugin, hence of its calls in flight.
+func TestWireSocketConnectionsFollowSlots(t *testing.T) {
+	const slots, callers = 2, 6
+	plug := plugintest.NewScripted("guard", cpex.ToolPreInvoke)
+	var inflight, peak atomic.Int64
+	plug.SetFunc(func(context.Context, cpex.HookType, json.RawMessage, *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		n := inflight.Add(1)
+		defer inflight.Add(-1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(5 * time.Millisecond) // let the other callers pile up
+		return pluginserver.Continue("guard"), nil
+	})
+	w := startWire(t, "unix-socket", plug)
+	pool := newPool(t, []config.Plugin{w.plugin("guard", 3)}, Options{Slots: slots})
+	var wg sync.WaitGroup
+	for range callers {
+		wg.Go(func() {
+			for range 5 {
+				if _, err := invoke(pool, "guard"); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if p := peak.Load(); p > slots {
+		t.Errorf("peak calls in flight = %d, want at most %d (one per connection)", p, slots)
+	}
+}
