@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -28,6 +30,7 @@ type wireServer struct {
 	transport string // grpc-tcp, grpc-uds, unix-socket
 	srv       *pluginserver.Server
 	addr      string
+	md        atomic.Pointer[metadata.MD] // of the last gRPC call
 
 	mu   sync.Mutex
 	stop func()
@@ -70,7 +73,11 @@ func (w *wireServer) start() {
 		go func() { defer close(done); _ = u.Serve(lis) }()
 		stop = func() { _ = u.Close() }
 	} else {
-		g := grpc.NewServer()
+		g := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			md, _ := metadata.FromIncomingContext(ctx)
+			w.md.Store(&md)
+			return h(ctx, req)
+		}))
 		w.srv.RegisterGRPC(g)
 		go func() { defer close(done); _ = g.Serve(lis) }()
 		stop = g.Stop
@@ -262,5 +269,50 @@ func TestWireSocketConnectionsFollowSlots(t *testing.T) {
 	wg.Wait()
 	if p := peak.Load(); p > slots {
 		t.Errorf("peak calls in flight = %d, want at most %d (one per connection)", p, slots)
+	}
+}
+
+// Health checks run over the protobuf transports (cpex.Health/Check on
+// gRPC, a config listing on the Unix socket): they pass while the server
+// is up, fail while it is gone, and pass again once it is back.
+func TestWireHealthCheck(t *testing.T) {
+	for _, tr := range wireTransports {
+		t.Run(tr, func(t *testing.T) {
+			w := startWire(t, tr, plugintest.NewScripted("guard", cpex.ToolPreInvoke))
+			rec := &recorder{}
+			pool := newPool(t, []config.Plugin{w.plugin("guard", 10)}, Options{HealthCheckInterval: 20 * time.Millisecond, Observer: rec})
+			eventually(t, "a passing health check", func() bool { return rec.healthOK.Load() > 0 })
+			w.kill()
+			eventually(t, "a failing health check", func() bool { return rec.healthFailed.Load() > 0 })
+			w.start()
+			ok := rec.healthOK.Load()
+			eventually(t, "health checks passing again", func() bool { return rec.healthOK.Load() > ok })
+			mustInvoke(t, pool, "guard")
+		})
+	}
+}
+
+// The headers the processor attaches to plugin calls (trace context,
+// request id) travel as gRPC metadata; gRPC's own names are left alone.
+func TestWireHeadersAsMetadata(t *testing.T) {
+	for _, tr := range []string{"grpc-tcp", "grpc-uds"} {
+		t.Run(tr, func(t *testing.T) {
+			w := startWire(t, tr, plugintest.NewScripted("guard", cpex.ToolPreInvoke))
+			pool := newPool(t, []config.Plugin{w.plugin("guard", 3)}, Options{})
+			ctx := WithHeaders(context.Background(), http.Header{"Traceparent": {"00-abc-def-01"}, "X-Request-Id": {"r-7"}, "Content-Type": {"text/plain"}})
+			if _, err := pool.Invoke(ctx, "guard", cpex.ToolPreInvoke, testPayload, testContext("r-7")); err != nil {
+				t.Fatal(err)
+			}
+			md := *w.md.Load()
+			if got := md.Get("traceparent"); len(got) != 1 || got[0] != "00-abc-def-01" {
+				t.Errorf("traceparent = %v", got)
+			}
+			if got := md.Get("x-request-id"); len(got) != 1 || got[0] != "r-7" {
+				t.Errorf("x-request-id = %v", got)
+			}
+			if got := md.Get("content-type"); len(got) != 1 || got[0] != "application/grpc" {
+				t.Errorf("content-type = %v, want gRPC's own", got)
+			}
+		})
 	}
 }
