@@ -21,10 +21,12 @@ type closingHandler struct {
 
 // TestCallsReuseConnectionsWhenStreamsEndLate: calls made one after the
 // other against a stateless plugin whose SSE streams end a millisecond
-// after the answer must reuse one keep-alive connection, not open one per
-// call. Today's client opens about one per call (476 for 500 measured): the
-// go-sdk delivers the answer before it reads the stream to its end, the
-// caller returns and cancels its context, and that aborts the body read.
+// after the answer must reuse their keep-alive connections (one per
+// session), not open one per call. Without the drain grace of
+// pkg/pluginclient a client opened about one per call (476 for 500
+// measured): the go-sdk delivers the answer before it reads the stream to
+// its end, the caller returns and cancels its context, and that aborts the
+// body read.
 func TestCallsReuseConnectionsWhenStreamsEndLate(t *testing.T) {
 	ps := pluginserver.NewWithOptions(&pluginserver.Options{Stateless: true},
 		pluginserver.Func(pluginserver.Config{Name: plugintest.ReplicaPlugin}, nil))

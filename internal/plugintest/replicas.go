@@ -44,6 +44,10 @@ type ReplicaLoad struct {
 	// Client builds the client under test for url (the balancer's), for a
 	// plugin named ReplicaPlugin; it closes the client in t.Cleanup.
 	Client func(t testing.TB, url string) Invoker
+	// ClientFor, if set, builds the client under test instead of Client,
+	// from the replicas themselves (to reach them without the balancer, as
+	// a client resolving a headless Service does).
+	ClientFor func(t testing.TB, r *Replicas) Invoker
 	// During, if set, runs beside the load (a rolling restart, say); the
 	// run ends when the callers are done and During has returned. ctx ends
 	// when the callers are done.
@@ -110,7 +114,12 @@ func RunReplicaLoad(t testing.TB, l ReplicaLoad) ReplicaResult {
 	t.Helper()
 	l = l.withDefaults()
 	r := StartReplicas(t, l.Replicas, l.Flavour, l.Server)
-	client := l.Client(t, r.Balancer.URL())
+	var client Invoker
+	if l.ClientFor != nil {
+		client = l.ClientFor(t, r)
+	} else {
+		client = l.Client(t, r.Balancer.URL())
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -35,6 +35,7 @@ type Metrics struct {
 	stateChanges    *prometheus.CounterVec
 	reloads         *prometheus.CounterVec
 	configTimestamp prometheus.Gauge
+	sess            sessionMetrics // sessions.go
 }
 
 // New creates the collectors and registers them on reg.
@@ -79,6 +80,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.streamsOpen, m.messages, m.immediate, m.bodies, m.bodyBytes, m.modeOverrides,
 		m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks,
 		m.pluginState, m.stateChanges, m.reloads, m.configTimestamp)
+	m.sess = newSessionMetrics(reg)
 	return m
 }
 
@@ -156,6 +158,7 @@ func (m *Metrics) ForgetPlugin(plugin string) {
 	} {
 		v.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
 	}
+	m.sess.forget(plugin)
 }
 
 // Reload counts a configuration reload.

@@ -187,7 +187,7 @@ func (c *Client) setFixedSlots() {
 	for i := range slots {
 		d := c.dialer
 		if d == nil {
-			d = c.dialMCP("")
+			d = c.dialMCP("", false)
 		}
 		slots[i] = c.newSlot("", d)
 	}

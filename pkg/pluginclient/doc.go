@@ -17,7 +17,8 @@
 // Service's pods each get sessions, a Service address gets them all. Sessions
 // of an address that disappears drain (no new calls, closed once their
 // calls are done); a new address gets new sessions. The Host header and the
-// TLS server name stay the URL's.
+// TLS server name stay the URL's. With several addresses each is a Pod: its
+// sessions may use several connections at once.
 //
 // A call goes to the ready session with the fewest calls in flight (a
 // pinned session carries one call at a time); a session being rebuilt, or

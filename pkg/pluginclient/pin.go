@@ -30,15 +30,22 @@ type pin struct {
 
 	mu        sync.Mutex
 	armed     bool     // the session exists: conn is its connection
-	stateless bool     // no session: never stale
+	stateless bool     // no session, or a direct address: never stale
 	conn      net.Conn // the connection the session was made on
 	broken    bool     // conn ended
 }
 
+// maxDirectConns bounds the idle connections of a session to a Pod address.
+const maxDirectConns = 16
+
 // newPin returns a pinned transport made from tmpl (TLS and timeouts). addr,
 // if not empty, is the endpoint address to dial (with port, or joined with
 // port); the URL's host stays the Host header and the TLS server name.
-func newPin(tmpl *http.Transport, addr, port string) *pin {
+//
+// direct says addr is known to be one replica (one of several addresses of
+// a headless Service, each a Pod): every connection reaches the session's
+// replica, so the session may use several at once and is never stale.
+func newPin(tmpl *http.Transport, addr, port string, direct bool) *pin {
 	p := &pin{}
 	if addr != "" {
 		p.target = addr
@@ -50,9 +57,11 @@ func newPin(tmpl *http.Transport, addr, port string) *pin {
 	t.Proxy = nil // the replica is reached directly, or pinning means nothing
 	t.ForceAttemptHTTP2 = false
 	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{} // HTTP/1.1 only
-	t.MaxConnsPerHost = 1
-	t.MaxIdleConnsPerHost = 1
-	t.MaxIdleConns = 1
+	t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.MaxIdleConns = 1, 1, 1
+	if direct {
+		t.MaxConnsPerHost, t.MaxIdleConnsPerHost, t.MaxIdleConns = 0, maxDirectConns, maxDirectConns
+		p.stateless = true // never stale: any connection reaches the replica
+	}
 	t.DialContext = p.dial
 	p.transport = t
 	return p

@@ -22,12 +22,12 @@ type session struct {
 
 // dialMCP returns the Dialer of a slot: a new MCP session to the plugin
 // URL, on a transport of its own pinned to one connection (to addr, an
-// endpoint address, if not empty).
-func (c *Client) dialMCP(addr string) Dialer {
+// endpoint address, if not empty; direct: addr is one replica, see newPin).
+func (c *Client) dialMCP(addr string, direct bool) Dialer {
 	return func(ctx context.Context) (Conn, error) {
 		base, p := c.base, (*pin)(nil)
 		if base == nil {
-			p = newPin(c.tmpl, addr, c.port)
+			p = newPin(c.tmpl, addr, c.port, direct)
 			base = p.transport
 		}
 		rt := newSessionRT(base)

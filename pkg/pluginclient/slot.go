@@ -58,7 +58,9 @@ func (c *Client) newSlot(addr string, dial Dialer) *slot {
 			}
 			ev.Msg("plugin session lost; rebuilding")
 			c.ev.rebuild(cause)
+			c.slotsChanged()
 		},
+		OnConnected: c.slotsChanged,
 		OnAttemptFailed: func(attempt int, err error) {
 			c.log.Debug().Str("addr", sl.addr).Int("attempt", attempt).Err(err).Msg("plugin connect attempt failed")
 			c.refreshEndpoints()

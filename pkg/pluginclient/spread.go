@@ -33,9 +33,12 @@ func (c *Client) endpointsChanged(ch endpoints.Change) {
 			drop = append(drop, sl)
 		}
 	}
+	// Several addresses are Pods (a headless Service); one may be a
+	// Service's virtual IP, balanced per connection.
+	direct := len(ch.Current) > 1
 	for _, addr := range ch.Current {
 		for ; have[addr] < want[addr]; have[addr]++ {
-			sl := c.newSlot(addr, c.dialMCP(addr))
+			sl := c.newSlot(addr, c.dialMCP(addr, direct))
 			keep, add = append(keep, sl), append(add, sl)
 		}
 	}

@@ -78,6 +78,9 @@ type Config struct {
 	OnAttemptFailed func(attempt int, err error)
 	// OnStateChange is called after every state transition.
 	OnStateChange func(from, to State)
+	// OnConnected is called after every successful connection round,
+	// rebuilds included (which are no state transition).
+	OnConnected func()
 }
 
 // A Supervisor owns the life cycle of one logical connection: the initial
@@ -311,6 +314,9 @@ func (s *Supervisor) round(f *flight, epoch uint64, rebuild bool) {
 	close(f.done)
 	s.mu.Unlock()
 	s.notify(from, to)
+	if err == nil && ctx.Err() == nil && s.cfg.OnConnected != nil {
+		s.cfg.OnConnected()
+	}
 
 	if err != nil && ctx.Err() == nil {
 		s.loop(ctx, epoch, attempt)
@@ -337,6 +343,9 @@ func (s *Supervisor) loop(ctx context.Context, epoch uint64, attempt int) {
 			s.epoch, s.state = epoch, Ready
 			s.mu.Unlock()
 			s.notify(from, Ready)
+			if s.cfg.OnConnected != nil {
+				s.cfg.OnConnected()
+			}
 			return
 		}
 		s.mu.Lock()

@@ -377,3 +377,44 @@ func TestSupervisorLoopNeverSpins(t *testing.T) {
 		}
 	}
 }
+
+// Invalidate starts one rebuild without waiting; Usable is false while it
+// runs; a stale epoch or a second report starts nothing.
+func TestSupervisorInvalidate(t *testing.T) {
+	sc := &script{}
+	var connected atomic.Int64
+	s := New(Config{Connect: sc.Connect, OnConnected: func() { connected.Add(1) }})
+	if s.Usable() || s.Invalidate(0) {
+		t.Fatal("usable or invalidated before Start")
+	}
+	s.Start(context.Background())
+	defer s.Close()
+	if _, err := s.Acquire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !s.Usable() {
+		t.Fatal("not usable once ready")
+	}
+	gate := make(chan struct{})
+	sc.setGate(gate)
+	if !s.Invalidate(1) {
+		t.Fatal("Invalidate(current epoch) started no rebuild")
+	}
+	if s.Usable() || s.Invalidate(1) {
+		t.Fatal("usable, or a second rebuild started, while rebuilding")
+	}
+	if s.State() != Ready {
+		t.Fatalf("State = %v while rebuilding, want ready (callers wait)", s.State())
+	}
+	close(gate)
+	if _, err := s.Acquire(context.Background()); err != nil || s.Epoch() != 2 || !s.Usable() {
+		t.Fatalf("after the rebuild: %v, epoch %d, usable %v", err, s.Epoch(), s.Usable())
+	}
+	if s.Invalidate(1) {
+		t.Fatal("a stale epoch started a rebuild")
+	}
+	if n := sc.calls.Load(); n != 2 {
+		t.Fatalf("Connect called %d times, want 2", n)
+	}
+	waitCount(t, &connected, 2) // the rebuild too, though no state changed
+}
