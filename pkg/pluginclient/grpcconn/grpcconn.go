@@ -44,6 +44,12 @@ const (
 	DefaultKeepaliveTimeout = 20 * time.Second
 )
 
+// roundRobin spreads calls over every address the target resolves to: a
+// headless Service's Pods, each replica with its own HTTP/2 connection. A
+// name that resolves to one address (a ClusterIP Service) is one
+// connection, as with gRPC's default pick_first.
+const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+
 // Options configures a [Conn]. The zero value is plaintext with defaults.
 type Options struct {
 	// TLS, when set, secures the connection (set Certificates for mutual
@@ -102,6 +108,7 @@ func New(target string, opts Options) (*Conn, error) {
 	bo.BaseDelay, bo.MaxDelay = opts.ReconnectDelay, opts.MaxBackoff
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(roundRobin),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cpexpb.MaxFrameSize)),
