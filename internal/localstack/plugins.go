@@ -126,9 +126,9 @@ func (p *pluginServer) start() error {
 	}
 	p.mu.Lock()
 	p.stop = func() {
-		ps.Close() // MCP sessions and running hooks end
-		stop()     // connections cut, no drain: a crash as the client sees it
+		stop() // listener and connections cut, no drain: a crash as the client sees it
 		<-done
+		ps.Close() // then the sessions and running hooks end
 	}
 	p.mu.Unlock()
 	return nil
