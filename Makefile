@@ -1,5 +1,6 @@
 # mcp-extproc — the two commands a newcomer needs:
 #   make demo   start a local stack and push MCP calls through the sidecar
+#               (DEMO_FLAGS=-transports=mcp,grpc: the policy split over MCP and gRPC)
 #   make test   vet, format check, race-enabled tests, short fuzz runs
 # Everything else is optional. Only Go (see go.mod) must be installed; the
 # Makefile fetches the modules it needs.
@@ -53,7 +54,7 @@ fuzz:
 	done
 
 demo: deps
-	$(GO) run ./cmd/demo
+	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 bench: deps
 	$(GO) run ./cmd/bench

@@ -2,14 +2,22 @@
 // mcp-extproc sidecar, an MCP server and an Envoy stand-in — pushes a scripted
 // MCP session through it, restarts the plugin, and prints what happened.
 // `make demo` runs it.
+//
+//	go run ./cmd/demo [-transports mcp|grpc|grpc-uds|unix_socket[,second]]
+//
+// -transports picks how the example policy is served: one transport serves
+// the whole policy as one plugin; two split it into a deny plugin over the
+// first and a redaction plugin over the second, in one sidecar config.
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -22,15 +30,39 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	os.Exit(run(ctx, os.Stdout, os.Stderr))
+	os.Exit(run(ctx, os.Args[1:], os.Stdout, os.Stderr))
 }
 
-func run(ctx context.Context, stdout, stderr io.Writer) int {
+// parseTransports reads the -transports flag.
+func parseTransports(list string) ([]localstack.Transport, error) {
+	var out []localstack.Transport
+	for _, name := range strings.Split(list, ",") {
+		t, err := localstack.ParseTransport(strings.TrimSpace(name))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	list := fs.String("transports", "mcp", "how the example policy is served: one or two (deny, redact) of mcp, grpc, grpc-uds, unix_socket, comma-separated")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	transports, err := parseTransports(*list)
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return 2
+	}
 	log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 
-	st, err := localstack.Start(ctx, localstack.Options{Logger: log})
+	st, err := localstack.Start(ctx, localstack.Options{Logger: log, Transports: transports})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
@@ -40,8 +72,8 @@ func run(ctx context.Context, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "\nmcp-extproc demo\n  MCP endpoint (Envoy stand-in): %s\n  sidecar admin: %s\n  plugin config: %s\n  policy: deny %q, redact e-mail addresses\n\n",
-		st.URL, st.AdminURL, st.ConfigPath, localstack.Policy.Deny[0])
+	fmt.Fprintf(stdout, "\nmcp-extproc demo\n  MCP endpoint (Envoy stand-in): %s\n  sidecar admin: %s\n  plugin config: %s\n  policy: deny %q, redact e-mail addresses\n  plugins: %s\n\n",
+		st.URL, st.AdminURL, st.ConfigPath, localstack.Policy.Deny[0], strings.Join(st.Plugins(), "; "))
 
 	fmt.Fprintln(stdout, "1. A scripted MCP session through Envoy, the sidecar and the plugin:")
 	outcomes, err := e2e.Script(ctx, st.URL, nil)

@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports"}
 }
 
 // runner holds the settings of one Run.
@@ -86,6 +86,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"sse":         r.sseScenario,
 		"concurrency": r.concurrency,
 		"allocs":      r.allocs,
+		"transports":  r.transportsScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -34,17 +33,11 @@ var Policy = policy.Config{
 }
 
 // ConfigTemplate is the sidecar's plugin config, in the cpex format; %s is
-// the plugin URL.
+// the plugins: entries (one per plugin server, each with its transport
+// section).
 const ConfigTemplate = `# cpex / ContextForge plugin config, unchanged format
 plugins:
-  - name: ExamplePolicy
-    kind: external
-    on_error: fail
-    mcp:
-      proto: STREAMABLEHTTP
-      url: %s
-      reconnect_attempts: 3
-      reconnect_delay: 0.05
+%s
 plugin_settings:
   plugin_timeout: 5
   plugin_health_check_interval: 2
@@ -55,8 +48,14 @@ extproc:
 // Options configure a Stack.
 type Options struct {
 	Logger zerolog.Logger
-	// Config overrides ConfigTemplate (a format string taking the plugin URL).
+	// Config overrides ConfigTemplate (a format string taking the plugins:
+	// entries).
 	Config string
+	// Transports serve the demo policy (default: MCP alone). One transport
+	// serves all of it as one plugin (Policy); two split it into a deny
+	// plugin over the first and a redaction plugin over the second, both
+	// in one config.
+	Transports []Transport
 }
 
 // Stack is a running local stack.
@@ -68,7 +67,7 @@ type Stack struct {
 	// AdminURL is the sidecar's admin server.
 	AdminURL string
 
-	plugin   *restartable
+	plugins  pluginServers
 	upstream *http.Server
 	front    *http.Server
 	proxy    *envoytest.Proxy
@@ -86,28 +85,31 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			s.Close()
 		}
 	}()
-	var err error
-	s.plugin, err = startRestartable(func() (http.Handler, func() error, error) {
-		srv, err := policy.NewServer([]policy.Config{Policy}, nil)
-		if err != nil {
-			return nil, nil, err
-		}
-		return srv.Handler(), srv.Close, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("plugin: %w", err)
-	}
-
 	dir, err := os.MkdirTemp("", "mcp-extproc-stack-")
 	if err != nil {
 		return nil, err
 	}
 	s.ConfigPath = filepath.Join(dir, "plugins.yaml")
+	transports := opts.Transports
+	if len(transports) == 0 {
+		transports = []Transport{MCP}
+	}
+	cfgs, err := policies(len(transports))
+	if err != nil {
+		return nil, err
+	}
+	for i, t := range transports {
+		p, err := startPluginServer(cfgs[i], t, dir)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %s over %s: %w", cfgs[i].Name, t, err)
+		}
+		s.plugins = append(s.plugins, p)
+	}
 	tmpl := opts.Config
 	if tmpl == "" {
 		tmpl = ConfigTemplate
 	}
-	if err := os.WriteFile(s.ConfigPath, fmt.Appendf(nil, tmpl, s.plugin.url()), 0o600); err != nil {
+	if err := os.WriteFile(s.ConfigPath, fmt.Appendf(nil, tmpl, s.plugins.entries()), 0o600); err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(s.ConfigPath)
@@ -193,12 +195,22 @@ func WaitReady(ctx context.Context, adminURL string) error {
 	}
 }
 
-// RestartPlugin stops the plugin server (its listener goes away and its
-// session store is lost) and starts a new one on the same address.
-func (s *Stack) RestartPlugin() error { return s.plugin.restart() }
+// RestartPlugin stops every plugin server (its listener goes away, its
+// connections are cut and its session store is lost) and starts a new one
+// on the same address or socket path.
+func (s *Stack) RestartPlugin() error { return s.plugins.restart() }
 
-// StopPlugin stops the plugin server for good (until RestartPlugin).
-func (s *Stack) StopPlugin() { s.plugin.stop() }
+// StopPlugin stops the plugin servers for good (until RestartPlugin).
+func (s *Stack) StopPlugin() { s.plugins.halt() }
+
+// Plugins names the stack's plugins with their transports, for display.
+func (s *Stack) Plugins() []string {
+	out := make([]string, len(s.plugins))
+	for i, p := range s.plugins {
+		out[i] = fmt.Sprintf("%s over %s (%s)", p.name, p.transport, p.addr)
+	}
+	return out
+}
 
 // Close stops everything.
 func (s *Stack) Close() error {
@@ -219,76 +231,9 @@ func (s *Stack) Close() error {
 	if s.upstream != nil {
 		s.upstream.Close()
 	}
-	if s.plugin != nil {
-		s.plugin.stop()
-	}
+	s.plugins.halt()
 	if s.ConfigPath != "" {
 		os.RemoveAll(filepath.Dir(s.ConfigPath))
 	}
 	return errors.Join(errs...)
-}
-
-// restartable is an HTTP server that can go away and come back on the same
-// address with a fresh handler.
-type restartable struct {
-	newHandler func() (http.Handler, func() error, error)
-	addr       string
-
-	mu       sync.Mutex
-	srv      *http.Server
-	closeHdl func() error
-}
-
-func startRestartable(newHandler func() (http.Handler, func() error, error)) (*restartable, error) {
-	r := &restartable{newHandler: newHandler, addr: "127.0.0.1:0"}
-	if err := r.start(); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
-func (r *restartable) url() string { return "http://" + r.addr + "/mcp" }
-
-func (r *restartable) start() error {
-	h, closeHdl, err := r.newHandler()
-	if err != nil {
-		return err
-	}
-	var lis net.Listener
-	for i := 0; ; i++ {
-		lis, err = net.Listen("tcp", r.addr)
-		if err == nil {
-			break
-		}
-		if i == 50 {
-			return fmt.Errorf("listen %s: %w", r.addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	r.addr = lis.Addr().String()
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	r.mu.Lock()
-	r.srv, r.closeHdl = srv, closeHdl
-	r.mu.Unlock()
-	go srv.Serve(lis)
-	return nil
-}
-
-func (r *restartable) stop() {
-	r.mu.Lock()
-	srv, closeHdl := r.srv, r.closeHdl
-	r.srv, r.closeHdl = nil, nil
-	r.mu.Unlock()
-	if srv == nil {
-		return
-	}
-	closeHdl()
-	srv.Close()
-}
-
-func (r *restartable) restart() error {
-	r.stop()
-	return r.start()
 }

@@ -17,9 +17,15 @@ import (
 // scripted step must end as expected, before and after a plugin restart,
 // and a load with a plugin restart in the middle must see no failed call.
 func TestEndToEnd(t *testing.T) {
+	endToEnd(t, MCP)
+}
+
+// endToEnd runs the end-to-end checks with the demo policy served over
+// transports (see Options.Transports).
+func endToEnd(t *testing.T, transports ...Transport) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	st, err := Start(ctx, Options{Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	st, err := Start(ctx, Options{Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel), Transports: transports})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,4 +72,16 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatalf("load with a plugin restart: %d calls, %d failed: %v", res.Calls, res.Failures, res.FirstErrors)
 	}
 	t.Logf("load: %d calls, 0 failed", res.Calls)
+}
+
+// TestEndToEndProtobufTransports runs the same checks with the policy split
+// over cpex's protobuf transports in one config: the deny plugin over gRPC,
+// the redaction plugin over the Unix socket (both restarted under load).
+func TestEndToEndProtobufTransports(t *testing.T) {
+	endToEnd(t, GRPC, UnixSocket)
+}
+
+// TestEndToEndGRPCUDS serves the whole policy over gRPC on a Unix socket.
+func TestEndToEndGRPCUDS(t *testing.T) {
+	endToEnd(t, GRPCUDS)
 }

@@ -81,10 +81,19 @@ type Client struct {
 	wg sync.WaitGroup // health loop, endpoint watcher, background closes
 }
 
-// New validates pl and prepares its client. Without Options.Dialer, only
-// kind "external" with mcp.proto STREAMABLEHTTP and an http(s) url is
-// supported; anything else is an error. Nothing is connected until Start.
+// New validates pl and prepares its client. The transport follows pl's
+// section: mcp (STREAMABLEHTTP, an http(s) url) speaks MCP Streamable HTTP;
+// grpc and unix_socket dial cpex's protobuf transports (one slot each, see
+// wire.go); Options.Dialer, if set, replaces all of them. Anything else is
+// an error. Nothing is connected until Start.
 func New(pl config.Plugin, settings config.PluginSettings, opts Options) (*Client, error) {
+	wire, isWire, err := wireFor(pl, opts.Slots)
+	if err != nil {
+		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
+	}
+	if isWire && opts.Dialer == nil {
+		opts.Dialer, opts.Slots = wire.dial, wire.slots
+	}
 	if err := validate(pl, opts.Dialer != nil); err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 	}
@@ -108,8 +117,11 @@ func New(pl config.Plugin, settings config.PluginSettings, opts Options) (*Clien
 	c.effective.Store(&pl)
 	c.attempts = 1
 	var delay time.Duration
-	if pl.MCP != nil {
+	switch {
+	case pl.MCP != nil:
 		c.attempts, delay = pl.MCP.Attempts(), pl.MCP.Delay()
+	case isWire:
+		c.attempts, delay = wire.attempts, wire.delay
 	}
 	c.backoff = reconnect.Backoff{Base: delay, Max: orDefault(opts.MaxReconnectDelay, 0, DefaultMaxReconnectDelay)}
 	if c.dialer == nil {
@@ -193,10 +205,10 @@ func validate(pl config.Plugin, custom bool) error {
 		return nil
 	}
 	if pl.Kind != config.KindExternal {
-		return fmt.Errorf("kind %q is not supported (only external MCP plugins)", pl.Kind)
+		return fmt.Errorf("kind %q is not supported (only external plugins)", pl.Kind)
 	}
 	if pl.MCP == nil {
-		return errors.New("kind external needs an mcp section")
+		return errors.New("kind external needs an mcp, grpc or unix_socket section")
 	}
 	if !strings.EqualFold(pl.MCP.Proto, config.ProtoStreamableHTTP) {
 		return fmt.Errorf("mcp.proto %q is not supported (only STREAMABLEHTTP)", pl.MCP.Proto)

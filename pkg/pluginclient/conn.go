@@ -3,9 +3,9 @@ package pluginclient
 import (
 	"context"
 	"encoding/json"
-	"errors"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 )
 
 // ErrConnLost marks an error of a [Conn] meaning the connection (or session)
@@ -13,7 +13,9 @@ import (
 // and retries the call once, on another ready connection if there is one.
 // Any other error from a Conn is an answer about that call (or a timeout):
 // it is returned, never retried, so a plugin never runs twice for one hook.
-var ErrConnLost = errors.New("plugin connection lost")
+// It is the protobuf transports' wireconn.ErrConnLost: one sentinel for
+// every transport.
+var ErrConnLost = wireconn.ErrConnLost
 
 // Conn is what one connection to a plugin server provides, whatever the
 // transport: the seam where the MCP session of this package, and gRPC or

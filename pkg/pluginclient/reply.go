@@ -76,11 +76,14 @@ func parseInvokeReply(res *mcp.CallToolResult) (*cpex.InvokeHookReply, error) {
 var errNoConfig = errors.New("unable to retrieve configuration")
 
 // remotePlugin is a cpex PluginConfig as get_plugin_config returns it. The
-// server's own transport settings ("mcp") are not ours: they are kept raw
-// and ignored, so that their shape can never fail the decode.
+// server's own transport settings ("mcp", "grpc", "unix_socket") are not
+// ours: they are kept raw and ignored, so that their shape can never fail
+// the decode.
 type remotePlugin struct {
 	config.Plugin
-	MCP json.RawMessage `json:"mcp"`
+	MCP        json.RawMessage `json:"mcp"`
+	GRPC       json.RawMessage `json:"grpc"`
+	UnixSocket json.RawMessage `json:"unix_socket"`
 }
 
 // parseRemoteConfig decodes a get_plugin_config result; an empty object is
@@ -113,13 +116,15 @@ func decodeRemoteConfig(raw json.RawMessage, found bool) (config.Plugin, error) 
 // merge applies the reference client's rule (docs/plugin-protocol.md, start-up sequence): the
 // remote config, then every key set in the local config overrides it
 // (shallow). "Set" means non-empty for strings, non-nil for pointers, slices
-// and maps. Name, kind and mcp always come from the local config. The
+// and maps. Name, kind and the transport (mcp, grpc, unix_socket) always
+// come from the local config. The
 // remote mode is normalised as the loader normalises local ones (legacy
 // names; enforce_ignore_error implies on_error ignore unless on_error is
 // set); an unknown mode is kept for the executor to treat strictly.
 func merge(local, remote config.Plugin) config.Plugin {
 	out := remote
-	out.Name, out.Kind, out.MCP = local.Name, local.Kind, local.MCP
+	out.Name, out.Kind = local.Name, local.Kind
+	out.MCP, out.GRPC, out.UnixSocket = local.MCP, local.GRPC, local.UnixSocket
 	if out.Mode != "" {
 		raw := config.Mode(strings.ToLower(strings.TrimSpace(string(out.Mode))))
 		if raw == config.LegacyModeEnforceIgnoreError && out.OnError == "" {

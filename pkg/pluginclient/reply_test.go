@@ -123,11 +123,12 @@ func TestParseRemoteConfigIgnoresServerTransport(t *testing.T) {
 	// A Python server reports its own transport settings, in shapes we do
 	// not model; they must not fail the decode.
 	rp, err := parseRemoteConfig(&mcp.CallToolResult{Content: text(
-		`{"name":"p","kind":"plugins.pii.PIIFilter","mode":"enforce","mcp":{"proto":"STDIO","reconnect_delay":"soon","tls":7},"namespace":null}`)})
+		`{"name":"p","kind":"plugins.pii.PIIFilter","mode":"enforce","mcp":{"proto":"STDIO","reconnect_delay":"soon","tls":7},` +
+			`"grpc":{"target":9,"uds":[]},"unix_socket":{"path":false},"namespace":null}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rp.MCP != nil || rp.Mode != "enforce" {
+	if rp.MCP != nil || rp.GRPC != nil || rp.UnixSocket != nil || rp.Mode != "enforce" {
 		t.Errorf("parsed %+v", rp)
 	}
 }

@@ -44,6 +44,12 @@ const (
 	DefaultKeepaliveTimeout = 20 * time.Second
 )
 
+// roundRobin spreads calls over every address the target resolves to: a
+// headless Service's Pods, each replica with its own HTTP/2 connection. A
+// name that resolves to one address (a ClusterIP Service) is one
+// connection, as with gRPC's default pick_first.
+const roundRobin = `{"loadBalancingConfig":[{"round_robin":{}}]}`
+
 // Options configures a [Conn]. The zero value is plaintext with defaults.
 type Options struct {
 	// TLS, when set, secures the connection (set Certificates for mutual
@@ -102,6 +108,7 @@ func New(target string, opts Options) (*Conn, error) {
 	bo.BaseDelay, bo.MaxDelay = opts.ReconnectDelay, opts.MaxBackoff
 	dial := append([]grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultServiceConfig(roundRobin),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 5 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: DefaultKeepaliveTime, Timeout: DefaultKeepaliveTimeout}),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(cpexpb.MaxFrameSize)),
@@ -125,7 +132,7 @@ func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, 
 	}
 	raw, err := cpexpb.StructToJSON(nil, resp.GetConfig())
 	if err != nil {
-		return nil, false, fmt.Errorf("plugin config %s: %w", name, err)
+		return nil, false, fmt.Errorf("plugin config %s: %w: %w", name, cpex.ErrInvalidReply, err)
 	}
 	return raw, true, nil
 }
@@ -146,7 +153,7 @@ func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string
 	}
 	reply, err := cpexpb.ReplyFromPB(resp)
 	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w", plugin, hook, err)
+		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w: %w", plugin, hook, cpex.ErrInvalidReply, err)
 	}
 	return reply, nil
 }

@@ -108,7 +108,7 @@ func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, 
 	}
 	raw, err := cpexpb.StructToJSON(nil, resp.GetConfig())
 	if err != nil {
-		return nil, false, fmt.Errorf("plugin config %s: %w", name, err)
+		return nil, false, fmt.Errorf("plugin config %s: %w: %w", name, cpex.ErrInvalidReply, err)
 	}
 	return raw, true, nil
 }
@@ -125,7 +125,7 @@ func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string
 	}
 	reply, err := cpexpb.ReplyFromPB(&resp)
 	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w", plugin, hook, err)
+		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w: %w", plugin, hook, cpex.ErrInvalidReply, err)
 	}
 	return reply, nil
 }
@@ -245,7 +245,7 @@ func (c *Conn) exchangeOn(ctx context.Context, s *slot, req, resp proto.Message)
 	}
 	s.in = msg[:0]
 	if err := proto.Unmarshal(msg, resp); err != nil {
-		return fmt.Errorf("decode reply: %w", err)
+		return fmt.Errorf("decode reply: %w: %w", cpex.ErrInvalidReply, err)
 	}
 	return nil
 }

@@ -6,9 +6,10 @@
 // connection, and reconnecting is all the recovery needed. Both report a
 // call that got no answer from the wire (connection refused, reset, closed
 // before the reply) with an error wrapping [ErrConnLost], and retry such a
-// call once on a fresh connection before reporting it. A reply the plugin
-// sends with its error field set is not an error of these methods: it is
-// in [cpex.InvokeHookReply.Error].
+// call once on a fresh connection before reporting it. A reply that cannot
+// be decoded wraps [cpex.ErrInvalidReply]. A reply the plugin sends with
+// its error field set is not an error of these methods: it is in
+// [cpex.InvokeHookReply.Error].
 package wireconn
 
 import (
