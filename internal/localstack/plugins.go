@@ -126,9 +126,9 @@ func (p *pluginServer) start() error {
 	}
 	p.mu.Lock()
 	p.stop = func() {
-		stop() // listener and connections cut, no drain: a crash as the client sees it
+		ps.Close() // MCP sessions and running hooks end: for a moment the live listener answers 503
+		stop()     // then connections cut, no drain: a crash as the client sees it
 		<-done
-		ps.Close() // then the sessions and running hooks end
 	}
 	p.mu.Unlock()
 	return nil

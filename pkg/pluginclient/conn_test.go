@@ -145,9 +145,9 @@ func TestDialerSlotsLeastInFlight(t *testing.T) {
 	}
 }
 
-// ErrConnLost is retried once, on another slot, and that slot's connection
-// is rebuilt; any other error is the call's answer, never retried.
-func TestDialerConnLostRetriedElsewhere(t *testing.T) {
+// ErrConnLost is retried once, on the rebuilt connection of its slot; any
+// other error is the call's answer, never retried.
+func TestDialerConnLostRetriedOnce(t *testing.T) {
 	var lose, refuse atomic.Bool
 	var calls atomic.Int64
 	d := &fakeDialer{run: func(f *fakeConn) error {
@@ -175,9 +175,7 @@ func TestDialerConnLostRetriedElsewhere(t *testing.T) {
 	if st.Rebuilds != 1 || st.Retries != 1 || st.RetryFailures != 0 || rec.rebuilds.Load() != 1 {
 		t.Errorf("stats = %+v, want 1 rebuild, 1 good retry", st)
 	}
-	if !d.conns[0].closed.Load() {
-		t.Error("the lost connection was not closed")
-	}
+	eventually(t, "the lost connection closed", func() bool { return d.conns[0].closed.Load() })
 
 	// An answer is not retried: the plugin ran once.
 	refuse.Store(true)
@@ -237,5 +235,31 @@ func TestDialerCircuitOnlyWhenAllSlotsDown(t *testing.T) {
 	}
 	if tr := rec.transitions(); len(tr) != 3 || tr[1] != [2]State{Ready, Down} || tr[2] != [2]State{Down, Ready} {
 		t.Errorf("transitions = %v, want connecting→ready→down→ready", tr)
+	}
+}
+
+// A dying server fails every connection it holds (a plugin that answers
+// 503 while it shuts down): the retry of a lost call goes to the rebuilt
+// connection, which reaches a live server, not to another slot that holds a
+// connection to the same dying one.
+func TestDialerRetryOnRebuiltConnection(t *testing.T) {
+	var dyingBelow atomic.Int64 // connections made before the server began dying
+	d := &fakeDialer{run: func(f *fakeConn) error {
+		if int64(f.id) < dyingBelow.Load() {
+			return fmt.Errorf("%w: 503 while shutting down", ErrConnLost)
+		}
+		return nil
+	}}
+	c := newDialerClient(t, d, 4, nil)
+	d.mu.Lock()
+	dyingBelow.Store(int64(len(d.conns)))
+	d.mu.Unlock()
+	for i := range 4 {
+		if err := invokeClient(c); err != nil {
+			t.Fatalf("call %d failed: %v", i, err)
+		}
+	}
+	if st := c.Stats(); st.RetryFailures != 0 {
+		t.Errorf("stats = %+v, want no failed retry", st)
 	}
 }

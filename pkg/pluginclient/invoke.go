@@ -33,9 +33,9 @@ func (c *Client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		return reply, c.wrap(ctx, err)
 	}
 	// The connection is gone and the call got no answer: one rebuild of
-	// that slot for all callers, and one retry, elsewhere if possible.
+	// that slot for all callers, and one retry on the rebuilt connection.
 	sl.invalidate(h, CauseCall, err)
-	sl2, h2, err := c.pick(ctx, sl)
+	sl2, h2, err := c.pickAfterLoss(ctx, sl, h)
 	if err != nil {
 		return nil, c.wrap(ctx, err)
 	}
@@ -48,6 +48,26 @@ func (c *Client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 	}
 	c.ev.retry(err == nil)
 	return reply, c.wrap(ctx, err)
+}
+
+// pickAfterLoss enters the retry of a call whose connection (lost) was
+// lost: on the same slot once it is rebuilt, since a new connection lands on
+// a live server (a restarted plugin, or another replica) while the other
+// slots may hold connections to the same dying server (one that answers 503
+// while it shuts down fails every session it holds). Only when that slot
+// cannot be rebuilt (its circuit opened) does the retry go to another slot.
+func (c *Client) pickAfterLoss(ctx context.Context, sl *slot, lost *held) (*slot, *held, error) {
+	err := sl.sup.Rebuild(ctx, lost.epoch)
+	if ctx.Err() != nil {
+		return nil, nil, err
+	}
+	if err == nil {
+		if h := sl.current(); h != nil && h.epoch != lost.epoch && h.enter() {
+			sl.inflight.Add(1)
+			return sl, h, nil
+		}
+	}
+	return c.pick(ctx, sl)
 }
 
 // call runs hook on h, a Conn the caller entered; it leaves it.
