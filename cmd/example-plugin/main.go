@@ -157,21 +157,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		return err
 	}
 
-	mux := http.NewServeMux()
-	mux.Handle(o.path, ps.Handler())
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	// Long-lived SSE streams keep connections active; closing the sessions
-	// ends them so that Shutdown can finish.
-	srv.RegisterOnShutdown(func() {
-		if err := ps.Close(); err != nil {
-			log.Warn().Err(err).Msg("close plugin sessions")
-		}
-	})
-
+	srv := httpServer(o.path, ps, log)
 	extra, err := startTransports(o, ps, log)
 	if err != nil {
 		return err
@@ -193,12 +179,41 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		ready(ln.Addr().String())
 	}
 
+	if err := serve(ctx, srv, ln, extra.errc, log); err != nil {
+		return err
+	}
+	log.Info().Msg("stopped")
+	return nil
+}
+
+// httpServer serves the plugin server ps on path, and /healthz.
+func httpServer(path string, ps *pluginserver.Server, log zerolog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle(path, ps.Handler())
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Long-lived SSE streams keep connections active; closing the sessions
+	// ends them so that Shutdown can finish.
+	srv.RegisterOnShutdown(func() {
+		if err := ps.Close(); err != nil {
+			log.Warn().Err(err).Msg("close plugin sessions")
+		}
+	})
+	return srv
+}
+
+// serve runs srv on ln until ctx ends (then shuts it down gracefully) or
+// either srv or another transport (extraErr) fails.
+func serve(ctx context.Context, srv *http.Server, ln net.Listener, extraErr <-chan error, log zerolog.Logger) error {
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	select {
 	case err := <-serveErr:
 		return fmt.Errorf("serve: %w", err)
-	case err := <-extra.errc:
+	case err := <-extraErr:
 		_ = srv.Close()
 		<-serveErr
 		return err
@@ -207,7 +222,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	log.Info().Msg("shutting down")
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	err = srv.Shutdown(sctx)
+	err := srv.Shutdown(sctx)
 	if err != nil {
 		log.Warn().Err(err).Msg("graceful shutdown incomplete; closing connections")
 		_ = srv.Close()
@@ -216,6 +231,5 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	log.Info().Msg("stopped")
 	return nil
 }

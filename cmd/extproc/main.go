@@ -37,6 +37,61 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, ok := parseFlags(args, getenv, stderr)
+	if !ok {
+		return 2
+	}
+	cfg, err := config.Load(o.configPath)
+	if o.checkOnly {
+		return reportCheck(o.configPath, cfg, err, stdout, stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "extproc: invalid config %s:\n%v\n", o.configPath, err)
+		return 1
+	}
+	level, err := zerolog.ParseLevel(o.logLevel)
+	if err != nil || level == zerolog.NoLevel {
+		fmt.Fprintf(stderr, "extproc: invalid --log-level %q\n", o.logLevel)
+		return 2
+	}
+	// Every line bounded (logsafe.MaxLine), whatever a client put in a field.
+	log := zerolog.New(logsafe.NewWriter(stderr)).Level(level).With().Timestamp().Logger()
+	for _, w := range cfg.Warnings {
+		log.Warn().Str("plugin", w.Plugin).Str("field", w.Field).Msg(w.Message)
+	}
+	reload, stopReload := reloadOnSIGHUP(ctx)
+	defer stopReload()
+	err = sidecar.Run(ctx, sidecar.Options{
+		Config:       cfg,
+		ConfigPath:   o.configPath,
+		GRPCAddr:     o.grpcAddr,
+		AdminAddr:    o.adminAddr,
+		Logger:       log,
+		GracePeriod:  o.grace,
+		Reload:       reload,
+		Pprof:        o.pprof,
+		LogBodies:    o.logBodies,
+		OTLPEndpoint: o.otlpEndpoint,
+		OTLPInsecure: o.otlpInsecure,
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("mcp-extproc failed")
+		return 1
+	}
+	return 0
+}
+
+// options are the command line, after the environment filled what the
+// flags left unset.
+type options struct {
+	configPath, grpcAddr, adminAddr, logLevel, otlpEndpoint string
+	grace                                                   time.Duration
+	logBodies, pprof, otlpInsecure, checkOnly               bool
+}
+
+// parseFlags reads args, with defaults from getenv; ok is false when the
+// command line is unusable (the reason went to stderr).
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (o options, ok bool) {
 	fs := flag.NewFlagSet("extproc", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	envOr := func(key, def string) string {
@@ -45,50 +100,36 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		return def
 	}
-	configPath := fs.String("config", envOr("EXTPROC_CONFIG", ""), "plugin config file (cpex YAML) [EXTPROC_CONFIG]")
-	grpcAddr := fs.String("grpc-addr", envOr("EXTPROC_GRPC_ADDR", ":50052"), "ext_proc and gRPC health listen address [EXTPROC_GRPC_ADDR]")
-	adminAddr := fs.String("admin-addr", envOr("EXTPROC_ADMIN_ADDR", ":9090"), "admin HTTP address: /healthz /readyz /metrics [EXTPROC_ADMIN_ADDR]")
-	logLevel := fs.String("log-level", envOr("EXTPROC_LOG_LEVEL", "info"), "log level: debug, info, warn, error [EXTPROC_LOG_LEVEL]")
-	grace := fs.Duration("grace-period", 10*time.Second, "how long open streams may finish after SIGTERM")
-	logBodies := fs.Bool("log-bodies", false, "with --log-level debug, also log request bodies (credential headers redacted); may expose secrets")
-	withPprof := fs.Bool("pprof", false, "serve net/http/pprof on the admin address under /debug/pprof/")
-	otlpEndpoint := fs.String("otlp-endpoint", envOr("EXTPROC_OTLP_ENDPOINT", ""), "export a span per plugin invocation over OTLP/gRPC to HOST:PORT; empty disables tracing [EXTPROC_OTLP_ENDPOINT]")
-	otlpInsecure := fs.Bool("otlp-insecure", true, "send spans to --otlp-endpoint over plain gRPC (false: TLS)")
-	checkOnly := fs.Bool("check-config", false, "validate the config file, print every problem, and exit 0 (valid) or 1")
+	fs.StringVar(&o.configPath, "config", envOr("EXTPROC_CONFIG", ""), "plugin config file (cpex YAML) [EXTPROC_CONFIG]")
+	fs.StringVar(&o.grpcAddr, "grpc-addr", envOr("EXTPROC_GRPC_ADDR", ":50052"), "ext_proc and gRPC health listen address [EXTPROC_GRPC_ADDR]")
+	fs.StringVar(&o.adminAddr, "admin-addr", envOr("EXTPROC_ADMIN_ADDR", ":9090"), "admin HTTP address: /healthz /readyz /metrics [EXTPROC_ADMIN_ADDR]")
+	fs.StringVar(&o.logLevel, "log-level", envOr("EXTPROC_LOG_LEVEL", "info"), "log level: debug, info, warn, error [EXTPROC_LOG_LEVEL]")
+	fs.DurationVar(&o.grace, "grace-period", 10*time.Second, "how long open streams may finish after SIGTERM")
+	fs.BoolVar(&o.logBodies, "log-bodies", false, "with --log-level debug, also log request bodies (credential headers redacted); may expose secrets")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve net/http/pprof on the admin address under /debug/pprof/")
+	fs.StringVar(&o.otlpEndpoint, "otlp-endpoint", envOr("EXTPROC_OTLP_ENDPOINT", ""), "export a span per plugin invocation over OTLP/gRPC to HOST:PORT; empty disables tracing [EXTPROC_OTLP_ENDPOINT]")
+	fs.BoolVar(&o.otlpInsecure, "otlp-insecure", true, "send spans to --otlp-endpoint over plain gRPC (false: TLS)")
+	fs.BoolVar(&o.checkOnly, "check-config", false, "validate the config file, print every problem, and exit 0 (valid) or 1")
 	if err := fs.Parse(args); err != nil {
-		return 2
+		return o, false
 	}
-	if *configPath == "" {
+	if o.configPath == "" {
 		fmt.Fprintln(stderr, "extproc: --config (or EXTPROC_CONFIG) is required")
-		return 2
+		return o, false
 	}
+	return o, true
+}
 
-	cfg, err := config.Load(*configPath)
-	if *checkOnly {
-		return reportCheck(*configPath, cfg, err, stdout, stderr)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "extproc: invalid config %s:\n%v\n", *configPath, err)
-		return 1
-	}
-
-	level, err := zerolog.ParseLevel(*logLevel)
-	if err != nil || level == zerolog.NoLevel {
-		fmt.Fprintf(stderr, "extproc: invalid --log-level %q\n", *logLevel)
-		return 2
-	}
-	// Every line bounded (logsafe.MaxLine), whatever a client put in a field.
-	log := zerolog.New(logsafe.NewWriter(stderr)).Level(level).With().Timestamp().Logger()
-	for _, w := range cfg.Warnings {
-		log.Warn().Str("plugin", w.Plugin).Str("field", w.Field).Msg(w.Message)
-	}
-	reload := make(chan struct{}, 1)
+// reloadOnSIGHUP turns SIGHUP into config reload requests (at most one
+// pending) until ctx ends or stop is called; stop also ends the goroutine.
+func reloadOnSIGHUP(ctx context.Context) (reload chan struct{}, stop func()) {
+	reload = make(chan struct{}, 1)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	defer signal.Stop(hup)
-	hupCtx, stopHup := context.WithCancel(ctx)
-	defer stopHup()
+	hupCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		for {
 			select {
 			case <-hupCtx.Done():
@@ -101,24 +142,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			}
 		}
 	}()
-	err = sidecar.Run(ctx, sidecar.Options{
-		Config:       cfg,
-		ConfigPath:   *configPath,
-		GRPCAddr:     *grpcAddr,
-		AdminAddr:    *adminAddr,
-		Logger:       log,
-		GracePeriod:  *grace,
-		Reload:       reload,
-		Pprof:        *withPprof,
-		LogBodies:    *logBodies,
-		OTLPEndpoint: *otlpEndpoint,
-		OTLPInsecure: *otlpInsecure,
-	})
-	if err != nil {
-		log.Error().Err(err).Msg("mcp-extproc failed")
-		return 1
+	return reload, func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
 	}
-	return 0
 }
 
 // reportCheck prints the result of --check-config.

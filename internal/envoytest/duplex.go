@@ -9,7 +9,6 @@ import (
 	"time"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 )
 
 const fullDuplex = filterv3.ProcessingMode_FULL_DUPLEX_STREAMED
@@ -50,14 +49,10 @@ func (x *exchange) duplexConfigured() bool {
 func (x *exchange) duplex(ctx context.Context, s *side, src bodySource, emit func([]byte) error) error {
 	s.duplexed = true
 	for {
-		c, last, err := x.next(ctx, s, src)
+		c, last, eos, err := x.chunk(ctx, s, src)
 		if err != nil {
 			return err
 		}
-		if last {
-			s.loadTrailers()
-		}
-		eos := last && len(s.trailers) == 0
 		if !last || len(c) > 0 || eos {
 			if _, err := x.post(ctx, s.bodyMessage(c, eos)); err != nil {
 				return err
@@ -118,17 +113,6 @@ func (x *exchange) duplexReplies(ctx context.Context, s *side, withTrailers bool
 				details: fmt.Sprintf("got %s while waiting for FULL_DUPLEX_STREAMED %s replies", got, body), failOpen: true})
 		}
 	}
-}
-
-// trailersMutation returns the header mutation of a trailers reply.
-func trailersMutation(r *extprocv3.ProcessingResponse) *extprocv3.HeaderMutation {
-	switch v := r.GetResponse().(type) {
-	case *extprocv3.ProcessingResponse_RequestTrailers:
-		return v.RequestTrailers.GetHeaderMutation()
-	case *extprocv3.ProcessingResponse_ResponseTrailers:
-		return v.ResponseTrailers.GetHeaderMutation()
-	}
-	return nil
 }
 
 // Deferred and graceful close.

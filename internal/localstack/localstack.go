@@ -85,6 +85,24 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			s.Close()
 		}
 	}()
+	cfg, err := s.startPlugins(opts)
+	if err != nil {
+		return nil, err
+	}
+	grpcAddr, err := s.startSidecar(ctx, cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startFront(grpcAddr, cfg); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// startPlugins starts one plugin server per transport and writes the
+// sidecar's config naming them.
+func (s *Stack) startPlugins(opts Options) (*config.Config, error) {
 	dir, err := os.MkdirTemp("", "mcp-extproc-stack-")
 	if err != nil {
 		return nil, err
@@ -116,7 +134,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
+	return cfg, nil
+}
 
+// startSidecar runs the sidecar until Close and returns its gRPC address
+// once it listens.
+func (s *Stack) startSidecar(ctx context.Context, cfg *config.Config, opts Options) (net.Addr, error) {
 	started := make(chan [2]net.Addr, 1)
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
@@ -127,27 +150,31 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 			Started: func(g, a net.Addr) { started <- [2]net.Addr{g, a} },
 		})
 	}()
-	var addrs [2]net.Addr
 	select {
-	case addrs = <-started:
+	case addrs := <-started:
+		s.AdminURL = "http://" + addrs[1].String()
+		return addrs[0], nil
 	case err := <-s.done:
 		s.done <- err
 		return nil, fmt.Errorf("sidecar: %w", err)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	s.AdminURL = "http://" + addrs[1].String()
+}
 
+// startFront starts the MCP server upstream and, in front of it, the Envoy
+// stand-in calling the sidecar at grpcAddr.
+func (s *Stack) startFront(grpcAddr net.Addr, cfg *config.Config) error {
 	upLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.upstream = &http.Server{Handler: mcpecho.Handler(false), ReadHeaderTimeout: 5 * time.Second}
 	go s.upstream.Serve(upLis)
 
-	client, closer, err := envoytest.Dial(addrs[0].String())
+	client, closer, err := envoytest.Dial(grpcAddr.String())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.closeExt = func() { closer.Close() }
 	s.proxy = &envoytest.Proxy{
@@ -161,13 +188,12 @@ func Start(ctx context.Context, opts Options) (*Stack, error) {
 	}
 	frontLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	s.front = &http.Server{Handler: s.proxy, ReadHeaderTimeout: 5 * time.Second}
 	go s.front.Serve(frontLis)
 	s.URL = "http://" + frontLis.Addr().String() + "/mcp"
-	ok = true
-	return s, nil
+	return nil
 }
 
 // WaitReady waits until the sidecar reports ready.

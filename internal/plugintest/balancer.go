@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"sync"
 	"testing"
@@ -42,13 +43,7 @@ type Balancer struct {
 // addresses). It is closed in t.Cleanup.
 func StartBalancer(t testing.TB, backends ...string) *Balancer {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), rebindTimeout)
-	defer cancel()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("plugintest: balancer listen: %v", err)
-	}
+	ln := listenLoopback(t, "balancer listen")
 	b := &Balancer{
 		t: t, ln: ln, backends: append([]string(nil), backends...),
 		conns: make(map[string]int64), refused: make(map[string]int64), open: make(map[net.Conn]struct{}),
@@ -80,22 +75,14 @@ func (b *Balancer) SetBackends(backends ...string) {
 func (b *Balancer) Connections() map[string]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string]int64, len(b.conns))
-	for k, v := range b.conns {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(b.conns)
 }
 
 // Refused returns, per backend address, how many dials to it failed.
 func (b *Balancer) Refused() map[string]int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make(map[string]int64, len(b.refused))
-	for k, v := range b.refused {
-		out[k] = v
-	}
-	return out
+	return maps.Clone(b.refused)
 }
 
 // Total returns the number of client connections accepted.

@@ -88,13 +88,7 @@ type instance struct {
 // to every instance.
 func Start(t testing.TB, newHandler func() http.Handler, f Flavour, opts ...Option) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), rebindTimeout)
-	defer cancel()
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("plugintest: listen: %v", err)
-	}
+	ln := listenLoopback(t, "listen")
 	s := &Server{t: t, newHandler: newHandler, flavour: f, addr: ln.Addr().String()}
 	for _, o := range opts {
 		o(s)
@@ -376,4 +370,18 @@ func parseMessages(body []byte) []rpcMessage {
 		return nil
 	}
 	return []rpcMessage{m}
+}
+
+// listenLoopback listens on a free port of 127.0.0.1, failing t with what
+// when it cannot.
+func listenLoopback(t testing.TB, what string) net.Listener {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), rebindTimeout)
+	defer cancel()
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("plugintest: %s: %v", what, err)
+	}
+	return ln
 }

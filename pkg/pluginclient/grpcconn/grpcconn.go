@@ -122,40 +122,24 @@ func New(target string, opts Options) (*Conn, error) {
 
 // PluginConfig implements [wireconn.Conn.PluginConfig].
 func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error) {
-	var resp *cpexpb.GetPluginConfigResponse
-	err := c.call(ctx, "GetPluginConfig", func(ctx context.Context, o ...grpc.CallOption) (err error) {
-		resp, err = c.plugins.GetPluginConfig(ctx, &cpexpb.GetPluginConfigRequest{Name: name}, o...)
-		return err
+	return wireconn.PluginConfig(ctx, name, func(ctx context.Context, req *cpexpb.GetPluginConfigRequest) (resp *cpexpb.GetPluginConfigResponse, err error) {
+		err = c.call(ctx, "GetPluginConfig", func(ctx context.Context, o ...grpc.CallOption) (err error) {
+			resp, err = c.plugins.GetPluginConfig(ctx, req, o...)
+			return err
+		})
+		return resp, err
 	})
-	if err != nil || !resp.GetFound() {
-		return nil, false, err
-	}
-	raw, err := cpexpb.StructToJSON(nil, resp.GetConfig())
-	if err != nil {
-		return nil, false, fmt.Errorf("plugin config %s: %w: %w", name, cpex.ErrInvalidReply, err)
-	}
-	return raw, true, nil
 }
 
 // InvokeHook implements [wireconn.Conn.InvokeHook].
 func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	req, err := cpexpb.NewInvokeHookRequest(hook, plugin, payload, pctx)
-	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s: %w", plugin, hook, err)
-	}
-	var resp *cpexpb.InvokeHookResponse
-	err = c.call(ctx, "InvokeHook", func(ctx context.Context, o ...grpc.CallOption) (err error) {
-		resp, err = c.plugins.InvokeHook(ctx, req, o...)
-		return err
+	return wireconn.InvokeHook(ctx, hook, plugin, payload, pctx, func(ctx context.Context, req *cpexpb.InvokeHookRequest) (resp *cpexpb.InvokeHookResponse, err error) {
+		err = c.call(ctx, "InvokeHook", func(ctx context.Context, o ...grpc.CallOption) (err error) {
+			resp, err = c.plugins.InvokeHook(ctx, req, o...)
+			return err
+		})
+		return resp, err
 	})
-	if err != nil {
-		return nil, err
-	}
-	reply, err := cpexpb.ReplyFromPB(resp)
-	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w: %w", plugin, hook, cpex.ErrInvalidReply, err)
-	}
-	return reply, nil
 }
 
 // Health implements [wireconn.Conn.Health] with cpex.Health/Check (cpex

@@ -99,35 +99,18 @@ func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, 
 	if name == "" {
 		return nil, false, errors.New("plugin config: empty name") // the server would list all configs
 	}
-	var resp cpexpb.GetPluginConfigResponse
-	if err := c.roundTrip(ctx, "GetPluginConfig", &cpexpb.GetPluginConfigRequest{Name: name}, &resp); err != nil {
-		return nil, false, err
-	}
-	if !resp.GetFound() {
-		return nil, false, nil
-	}
-	raw, err := cpexpb.StructToJSON(nil, resp.GetConfig())
-	if err != nil {
-		return nil, false, fmt.Errorf("plugin config %s: %w: %w", name, cpex.ErrInvalidReply, err)
-	}
-	return raw, true, nil
+	return wireconn.PluginConfig(ctx, name, func(ctx context.Context, req *cpexpb.GetPluginConfigRequest) (*cpexpb.GetPluginConfigResponse, error) {
+		resp := new(cpexpb.GetPluginConfigResponse)
+		return resp, c.roundTrip(ctx, "GetPluginConfig", req, resp)
+	})
 }
 
 // InvokeHook implements [wireconn.Conn.InvokeHook].
 func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	req, err := cpexpb.NewInvokeHookRequest(hook, plugin, payload, pctx)
-	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s: %w", plugin, hook, err)
-	}
-	var resp cpexpb.InvokeHookResponse
-	if err := c.roundTrip(ctx, "InvokeHook", req, &resp); err != nil {
-		return nil, err
-	}
-	reply, err := cpexpb.ReplyFromPB(&resp)
-	if err != nil {
-		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w: %w", plugin, hook, cpex.ErrInvalidReply, err)
-	}
-	return reply, nil
+	return wireconn.InvokeHook(ctx, hook, plugin, payload, pctx, func(ctx context.Context, req *cpexpb.InvokeHookRequest) (*cpexpb.InvokeHookResponse, error) {
+		resp := new(cpexpb.InvokeHookResponse)
+		return resp, c.roundTrip(ctx, "InvokeHook", req, resp)
+	})
 }
 
 // Health implements [wireconn.Conn.Health]: the transport has no health

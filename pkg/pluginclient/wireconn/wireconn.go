@@ -1,6 +1,7 @@
 // Package wireconn is what the plugin connections of the protobuf
 // transports (gRPC in grpcconn, the raw Unix socket in unixconn) have in
-// common: the four methods a caller uses, and the errors they report.
+// common: the four methods a caller uses, the errors they report, and the
+// request and reply conversions both make around their own round trip.
 //
 // Neither transport has a session: a plugin server restart is a broken
 // connection, and reconnecting is all the recovery needed. Both report a
