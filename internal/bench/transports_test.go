@@ -92,7 +92,7 @@ func TestReplicaSetBalances(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	rs, err := startReplicaSet(ctx, &cl, 4)
+	rs, err := startReplicaSet(ctx, &cl, 4, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
