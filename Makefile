@@ -56,8 +56,9 @@ fuzz:
 demo: deps
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
+# BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
 bench: deps
-	$(GO) run ./cmd/bench
+	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 clean:
 	rm -rf $(BIN)

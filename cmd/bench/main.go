@@ -3,7 +3,7 @@
 // the plugins' own time, and prints the ratio tables with the ext_proc
 // message count of each target (see docs/benchmarks.md). It is what `make bench` runs:
 //
-//	go run ./cmd/bench [-only passthrough,one-plugin] [-markdown] [-quick]
+//	go run ./cmd/bench [-only passthrough,replicas] [-markdown] [-quick]
 //	                   [-cpuprofile cpu.out] [-memprofile mem.out]
 //
 // Everything runs in this process on loopback: the sidecar (the production

@@ -226,8 +226,8 @@ func TestDriverRejects(t *testing.T) {
 }
 
 // TestSidecarKeepsBytes drives the real sidecar: a request no plugin
-// applies to and an SSE response through a post hook reach both ends byte
-// for byte.
+// applies to, an SSE response through a post hook and a GET stream read
+// event by event reach both ends byte for byte.
 func TestSidecarKeepsBytes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -249,7 +249,7 @@ func TestSidecarKeepsBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, x := range []*Exchange{list, sse} {
+	for _, x := range []*Exchange{list, sse, GetSSE(8)} {
 		d := &Driver{Record: true}
 		before := ps.Calls()
 		o, err := d.Do(ctx, sc.Client, Prepare(x))

@@ -27,6 +27,18 @@
 //     context shape) are made directly with the go-sdk client ([Direct]),
 //     one after the other.
 //
+// The baselines run on grpc-go's default server; the sidecar runs on its
+// own (stream workers, see internal/sidecar.Options.StreamWorkers), and the
+// transports scenario measures it without them too, in the same rounds.
+//
+// # Scenarios
+//
+// One file each: passthrough (traffic no plugin applies to, GET streams
+// included), one-plugin, chain, sse, concurrency, allocs (in memory),
+// transports (each cpex plugin transport against a direct call over it)
+// and replicas (1, 2 and 4 plugin replicas behind a per-connection
+// round-robin balancer, hook calls per second).
+//
 // # The driver
 //
 // [Driver] plays Envoy's ext_proc filter over a real gRPC stream on

@@ -209,52 +209,31 @@ func (d *Driver) Do(ctx context.Context, c extprocv3.ExternalProcessorClient, p 
 func (d *Driver) exchange(s *stream, p *Prepared, start time.Time) (done bool, err error) {
 	out := s.out
 	m := d.configured()
-	finish := func() (bool, error) {
+	finish := func(immediate bool, err error) (bool, error) {
+		if err != nil || !immediate {
+			return false, err
+		}
 		out.Total = time.Since(start)
 		if out.TTFB == 0 {
 			out.TTFB = out.Total
 		}
 		return true, nil
 	}
-
 	r, err := s.call(p.reqHeaders)
-	if err != nil {
-		return false, err
-	}
-	if out.Immediate != nil {
-		return finish()
+	if err != nil || out.Immediate != nil {
+		return finish(out.Immediate != nil, err)
 	}
 	s.noteMutation(r)
 	m.override(r.GetModeOverride())
-
 	if p.reqBody != nil {
-		body := p.x.RequestBody
-		switch m.reqBody {
-		case filterv3.ProcessingMode_NONE:
-		case filterv3.ProcessingMode_BUFFERED:
-			r, err := s.call(p.reqBody)
-			if err != nil {
-				return false, err
-			}
-			if out.Immediate != nil {
-				return finish()
-			}
-			body = s.apply(r, body)
-		default:
-			return false, fmt.Errorf("%w: request body mode %s", ErrUnsupported, m.reqBody)
-		}
-		if d.Record {
-			out.RequestBody = append([]byte(nil), body...)
+		if immediate, err := d.requestBody(s, p, &m); err != nil || immediate {
+			return finish(immediate, err)
 		}
 	}
-
 	if m.respHeaders {
 		r, err := s.call(p.respHeaders)
-		if err != nil {
-			return false, err
-		}
-		if out.Immediate != nil {
-			return finish()
+		if err != nil || out.Immediate != nil {
+			return finish(out.Immediate != nil, err)
 		}
 		s.noteMutation(r)
 		m.override(r.GetModeOverride())
@@ -264,7 +243,39 @@ func (d *Driver) exchange(s *stream, p *Prepared, start time.Time) (done bool, e
 		out.Total = out.TTFB
 		return false, nil
 	}
+	if immediate, err := d.responseBody(s, p, &m, start); err != nil || immediate {
+		return finish(immediate, err)
+	}
+	out.Total = time.Since(start)
+	return false, nil
+}
 
+// requestBody sends the request body as mode m asks; immediate reports an
+// immediate response.
+func (d *Driver) requestBody(s *stream, p *Prepared, m *modes) (immediate bool, err error) {
+	body := p.x.RequestBody
+	switch m.reqBody {
+	case filterv3.ProcessingMode_NONE:
+	case filterv3.ProcessingMode_BUFFERED:
+		r, err := s.call(p.reqBody)
+		if err != nil || s.out.Immediate != nil {
+			return s.out.Immediate != nil, err
+		}
+		body = s.apply(r, body)
+	default:
+		return false, fmt.Errorf("%w: request body mode %s", ErrUnsupported, m.reqBody)
+	}
+	if d.Record {
+		s.out.RequestBody = append([]byte(nil), body...)
+	}
+	return false, nil
+}
+
+// responseBody sends the response body as mode m asks and delivers what
+// the client receives; immediate reports an immediate response (possible
+// in BUFFERED mode only: the headers are still held).
+func (d *Driver) responseBody(s *stream, p *Prepared, m *modes, start time.Time) (immediate bool, err error) {
+	out := s.out
 	deliver := func(b []byte) {
 		if len(b) == 0 {
 			return
@@ -284,11 +295,8 @@ func (d *Driver) exchange(s *stream, p *Prepared, start time.Time) (done bool, e
 		}
 	case filterv3.ProcessingMode_BUFFERED:
 		r, err := s.call(p.respBuffered)
-		if err != nil {
-			return false, err
-		}
-		if out.Immediate != nil {
-			return finish() // Envoy can still answer: headers were held
+		if err != nil || out.Immediate != nil {
+			return out.Immediate != nil, err
 		}
 		deliver(s.apply(r, p.respBuffered.GetResponseBody().GetBody()))
 	case filterv3.ProcessingMode_STREAMED:
@@ -305,7 +313,6 @@ func (d *Driver) exchange(s *stream, p *Prepared, start time.Time) (done bool, e
 	default:
 		return false, fmt.Errorf("%w: response body mode %s", ErrUnsupported, m.respBody)
 	}
-	out.Total = time.Since(start)
 	return false, nil
 }
 

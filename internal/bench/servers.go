@@ -46,8 +46,8 @@ func dial(addr string) (extprocv3.ExternalProcessorClient, *grpc.ClientConn, err
 	return extprocv3.NewExternalProcessorClient(conn), conn, nil
 }
 
-// Serve runs srv on a gRPC server on 127.0.0.1 (a free port) with default
-// options, as internal/sidecar does, and returns an Endpoint dialled to it.
+// Serve runs srv on a gRPC server on 127.0.0.1 (a free port) with
+// grpc-go's default options, and returns an Endpoint dialled to it.
 func Serve(name string, srv extprocv3.ExternalProcessorServer) (*Endpoint, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -120,8 +120,9 @@ func Logger() zerolog.Logger {
 
 // StartSidecar runs the production sidecar (internal/sidecar.Run) with the
 // cpex YAML configYAML on loopback and waits until it reports ready (every
-// plugin connected). Close stops it.
-func StartSidecar(ctx context.Context, name, configYAML string) (*Endpoint, error) {
+// plugin connected). Each of mods may change the sidecar's options before
+// it starts. Close stops it.
+func StartSidecar(ctx context.Context, name, configYAML string, mods ...func(*sidecar.Options)) (*Endpoint, error) {
 	cfg, err := config.Parse([]byte(configYAML), nil)
 	if err != nil {
 		return nil, fmt.Errorf("sidecar config: %w", err)
@@ -129,13 +130,15 @@ func StartSidecar(ctx context.Context, name, configYAML string) (*Endpoint, erro
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	started := make(chan [2]net.Addr, 1)
 	done := make(chan error, 1)
-	go func() {
-		done <- sidecar.Run(runCtx, sidecar.Options{
-			Config: cfg, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
-			Logger: Logger(), GracePeriod: 2 * time.Second, ReloadInterval: -1,
-			Started: func(g, a net.Addr) { started <- [2]net.Addr{g, a} },
-		})
-	}()
+	opts := sidecar.Options{
+		Config: cfg, GRPCAddr: "127.0.0.1:0", AdminAddr: "127.0.0.1:0",
+		Logger: Logger(), GracePeriod: 2 * time.Second, ReloadInterval: -1,
+		Started: func(g, a net.Addr) { started <- [2]net.Addr{g, a} },
+	}
+	for _, mod := range mods {
+		mod(&opts)
+	}
+	go func() { done <- sidecar.Run(runCtx, opts) }()
 	stop := func() error {
 		cancel()
 		return <-done

@@ -15,6 +15,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/grpc"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/grpcconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/unixconn"
@@ -195,12 +196,10 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 		return err
 	}
 	cl.add(mini)
-	x, err := ToolsCall()
+	p, ok, err := preparedToolsCall()
 	if err != nil {
 		return err
 	}
-	p := Prepare(x)
-	ok := untouched(p)
 	d := &Driver{}
 	var ops []Op
 	for _, name := range names {
@@ -218,15 +217,18 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		cl.add(sc)
-		a := exchangeOp(d, sc, p, ok)
-		before := tp.calls.Load()
-		if _, err := a(ctx); err != nil {
-			return err
+		noWorkers, err := StartSidecar(ctx, "sidecar "+name+" without stream workers", transportConfig("Policy", tp.section),
+			func(o *sidecar.Options) { o.StreamWorkers = -1 })
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		if n := tp.calls.Load() - before; n != 1 {
-			return fmt.Errorf("%s: the sidecar called the plugin %d times for one tools/call, want 1", name, n)
+		cl.add(noWorkers)
+		for _, ep := range []*Endpoint{sc, noWorkers} {
+			if err := callsOnce(ctx, d, ep, p, ok, tp.calls); err != nil {
+				return err
+			}
 		}
-		ops = append(ops, a, directOp(d, mini, p, ok, tp.direct, "Policy"))
+		ops = append(ops, exchangeOp(d, sc, p, ok), exchangeOp(d, noWorkers, p, ok), directOp(d, mini, p, ok, tp.direct, "Policy"))
 	}
 	seq, err := Compare(ctx, r.seq, ops...)
 	if err != nil {
@@ -240,27 +242,44 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 	return nil
 }
 
+// callsOnce checks that one exchange through ep calls the plugin whose
+// calls are counted in calls exactly once.
+func callsOnce(ctx context.Context, d *Driver, ep *Endpoint, p *Prepared, ok check, calls *atomic.Int64) error {
+	before := calls.Load()
+	if _, err := exchangeOp(d, ep, p, ok)(ctx); err != nil {
+		return err
+	}
+	if n := calls.Load() - before; n != 1 {
+		return fmt.Errorf("%s: the sidecar called the plugin %d times for one tools/call, want 1", ep.Name, n)
+	}
+	return nil
+}
+
 // transportsTable reports the transports scenario and records its checks.
 func (r *runner) transportsTable(names []string, seq, load *Comparison) Table {
 	t := Table{
-		Title: "Plugin transports: tools/call echo, one policy plugin on tool_pre_invoke, per cpex transport",
+		Title: "7. Plugin transports: tools/call echo, one policy plugin on tool_pre_invoke, per cpex transport",
 		Header: []string{"transport", "sidecar p50", "p99", "direct p50", "p99", "of which hook p50",
-			"ratio p50", "ratio p99", fmt.Sprintf("calls/s sc (%d conc.)", transportWorkers), "direct", "ratio"},
+			"ratio p50", "ratio p99", fmt.Sprintf("calls/s sc (%d conc.)", transportWorkers), "direct", "ratio",
+			"no workers p50", "ratio p50", "calls/s", "ratio"},
 		Notes: []string{
 			"sidecar: internal/sidecar.Run with the plugin reached over the transport of the row; direct: the exchange with minimal, then the same invoke_hook over the same transport (go-sdk client for MCP, pkg/pluginclient/grpcconn and unixconn for the others), one after the other.",
+			"no workers: the same sidecar with StreamWorkers -1 (grpc-go's default, a new goroutine per ext_proc stream) instead of the default stream workers; its ratios are to the same direct call.",
 			"p50/p99 sequential (one exchange at a time); calls/s with concurrent exchanges; every target of every row runs side by side in the same rounds.",
 		},
 	}
 	for i, name := range names {
-		a, b := seq.Median(2*i), seq.Median(2*i+1)
-		la, lb := load.Median(2*i), load.Median(2*i+1)
-		rp50, rp99 := seq.Ratio(2*i, 2*i+1, MetricP50), seq.Ratio(2*i, 2*i+1, MetricP99)
+		sc, nw, dc := 3*i, 3*i+1, 3*i+2
+		a, b, c := seq.Median(sc), seq.Median(dc), seq.Median(nw)
+		la, lb, lc := load.Median(sc), load.Median(dc), load.Median(nw)
+		rp50, rp99 := seq.Ratio(sc, dc, MetricP50), seq.Ratio(sc, dc, MetricP99)
+		np50 := seq.Ratio(nw, dc, MetricP50)
 		t.Rows = append(t.Rows, []string{name, dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), dur(b.Plugins50),
-			ratio(rp50), ratio(rp99), rate(la.Throughput), rate(lb.Throughput),
-			ratio(load.Ratio(2*i, 2*i+1, MetricThroughput))})
+			ratio(rp50), ratio(rp99), rate(la.Throughput), rate(lb.Throughput), ratio(load.Ratio(sc, dc, MetricThroughput)),
+			dur(c.P50), ratio(np50), rate(lc.Throughput), ratio(load.Ratio(nw, dc, MetricThroughput))})
 		r.rep.Checks = append(r.rep.Checks, Check{Name: "transport " + name + " p50", Ratio: rp50, Target: Target})
-		r.logf("transport %s: sidecar p50 %s, direct p50 %s, ratio %.3f; %s vs %s calls/s", name, dur(a.P50), dur(b.P50), rp50,
-			rate(la.Throughput), rate(lb.Throughput))
+		r.logf("transport %s: sidecar p50 %s (no workers %s), direct p50 %s, ratio %.3f (no workers %.3f); %s (no workers %s) vs %s calls/s",
+			name, dur(a.P50), dur(c.P50), dur(b.P50), rp50, np50, rate(la.Throughput), rate(lc.Throughput), rate(lb.Throughput))
 	}
 	return t
 }

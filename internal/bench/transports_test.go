@@ -79,3 +79,43 @@ func BenchmarkTransportsInMemory(b *testing.B) {
 		}
 	}
 }
+
+// TestReplicaSetBalances checks the replicas scenario's setup: the
+// sidecar's plugin sessions reach every replica through the balancer, and
+// tools/calls through the sidecar reach the plugin.
+func TestReplicaSetBalances(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var cl closers
+	defer func() {
+		if err := cl.close(); err != nil {
+			t.Error(err)
+		}
+	}()
+	rs, err := startReplicaSet(ctx, &cl, 4, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range rs.lb.Handed() {
+		if n == 0 {
+			t.Errorf("replica %d was handed no connection: %v", i, rs.lb.Handed())
+		}
+	}
+	p, ok, err := preparedToolsCall()
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := exchangeOp(&Driver{}, rs.sc, p, ok)
+	for range 10 {
+		if _, err := op(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var total int64
+	for _, n := range rs.calls() {
+		total += n
+	}
+	if total != 10 {
+		t.Errorf("the replicas served %d hook calls for 10 tools/calls: %v", total, rs.calls())
+	}
+}

@@ -170,13 +170,8 @@ func GetSSE(n int) *Exchange {
 			{"x-forwarded-proto", "http"},
 			{"x-request-id", "0b6c7f0e-8c1e-4b7a-9d55-3f1f6c2f9a10"},
 		},
-		ResponseHeaders: []Header{
-			{":status", "200"},
-			{"cache-control", "no-cache, no-transform"},
-			{"content-type", "text/event-stream"},
-			{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
-		},
-		ResponseBody: chunks,
+		ResponseHeaders: sseResponseHeaders(),
+		ResponseBody:    chunks,
 	}
 }
 
@@ -221,14 +216,20 @@ func StreamedToolsCall(shape string, size, chunk int) (x *Exchange, result []byt
 	}
 	return &Exchange{
 		RequestHeaders: mcpRequestHeaders(len(toolsCallBody)), RequestBody: []byte(toolsCallBody),
-		ResponseHeaders: []Header{
-			{":status", "200"},
-			{"cache-control", "no-cache, no-transform"},
-			{"content-type", "text/event-stream"},
-			{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
-		},
-		ResponseBody: chunks,
+		ResponseHeaders: sseResponseHeaders(),
+		ResponseBody:    chunks,
 	}, result, nil
+}
+
+// sseResponseHeaders are the response headers of an MCP server's SSE
+// stream.
+func sseResponseHeaders() []Header {
+	return []Header{
+		{":status", "200"},
+		{"cache-control", "no-cache, no-transform"},
+		{"content-type", "text/event-stream"},
+		{"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"},
+	}
 }
 
 func sseEvent(data string) []byte {

@@ -67,6 +67,10 @@ type Options struct {
 	// AdminIdleTimeout closes idle keep-alive connections of the admin
 	// server. Default DefaultAdminIdleTimeout.
 	AdminIdleTimeout time.Duration
+	// StreamWorkers is how many kept goroutines serve new ext_proc streams
+	// (see grpcOptions). 0: DefaultStreamWorkers; negative: none, one new
+	// goroutine per stream (grpc-go's default).
+	StreamWorkers int
 }
 
 // ExtProcService is the gRPC service name reported by the health service.
@@ -208,7 +212,7 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		// life: a reload must not forget what was forwarded before it.
 		Attribution: attribution.New(attribution.Options{}),
 	})
-	srv.grpc = grpc.NewServer()
+	srv.grpc = grpc.NewServer(s.grpcOptions()...)
 	extprocv3.RegisterExternalProcessorServer(srv.grpc, srv.proc)
 	srv.health = health.NewServer()
 	healthpb.RegisterHealthServer(srv.grpc, srv.health)
