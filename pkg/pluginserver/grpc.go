@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpexpb"
 )
@@ -37,7 +38,14 @@ func (g grpcPlugins) GetPluginConfigs(context.Context, *cpexpb.GetPluginConfigsR
 }
 
 func (g grpcPlugins) InvokeHook(ctx context.Context, req *cpexpb.InvokeHookRequest) (*cpexpb.InvokeHookResponse, error) {
-	return g.s.pbInvoke(ctx, req), nil
+	resp := g.s.pbInvoke(ctx, req)
+	if err := ctx.Err(); err != nil {
+		// The call's deadline (carried by gRPC) passed or the client went
+		// away while the hook ran: say so in gRPC terms, not as a plugin
+		// error, so the client sees a timeout whichever timer fires first.
+		return nil, status.FromContextError(err).Err()
+	}
+	return resp, nil
 }
 
 type grpcHealth struct {

@@ -39,6 +39,12 @@ func InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload 
 	if err != nil {
 		return nil, err
 	}
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		// The server saw the deadline first (gRPC carries it) and answered
+		// with its hook's cancellation as a plugin error just before the
+		// client's own timer fired: it is a timeout, as the caller sees it.
+		return nil, fmt.Errorf("invoke_hook %s/%s: %w", plugin, hook, ctxErr)
+	}
 	reply, err := cpexpb.ReplyFromPB(resp)
 	if err != nil {
 		return nil, fmt.Errorf("invoke_hook %s/%s reply: %w: %w", plugin, hook, cpex.ErrInvalidReply, err)
