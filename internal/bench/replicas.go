@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/tcpbalance"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
@@ -47,7 +48,8 @@ func (o *oneAtATime) InvokeHook(ctx context.Context, hook cpex.HookType, payload
 // per-connection round-robin balancer.
 type replicaSet struct {
 	sc      *Endpoint
-	lb      *roundRobin
+	lb      *tcpbalance.Balancer
+	addrs   []string // of the replicas, in order
 	plugins []*PluginServer
 }
 
@@ -57,7 +59,6 @@ type replicaSet struct {
 // balancer's (default plugin_sessions). Everything it starts is added to cl.
 func startReplicaSet(ctx context.Context, cl *closers, n int, work time.Duration) (*replicaSet, error) {
 	rs := &replicaSet{}
-	var addrs []string
 	for range n {
 		ps, err := StartPlugin(&oneAtATime{Plugin: DelayPlugin("Guard", work, cpex.ToolPreInvoke)})
 		if err != nil {
@@ -68,10 +69,10 @@ func startReplicaSet(ctx context.Context, cl *closers, n int, work time.Duration
 		if err != nil {
 			return nil, err
 		}
-		addrs = append(addrs, u.Host)
+		rs.addrs = append(rs.addrs, u.Host)
 		rs.plugins = append(rs.plugins, ps)
 	}
-	lb, err := balance(addrs...)
+	lb, err := tcpbalance.Start(ctx, rs.addrs...)
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +85,16 @@ func startReplicaSet(ctx context.Context, cl *closers, n int, work time.Duration
 	}
 	cl.add(rs.sc)
 	return rs, nil
+}
+
+// handed returns the TCP connections the balancer handed to each replica.
+func (rs *replicaSet) handed() []int64 {
+	conns := rs.lb.Connections()
+	out := make([]int64, len(rs.addrs))
+	for i, a := range rs.addrs {
+		out[i] = conns[a]
+	}
+	return out
 }
 
 // calls returns the hook calls each replica has served.
@@ -150,7 +161,7 @@ func (r *runner) replicaRows(ctx context.Context, work time.Duration) (rows [][]
 		s := cmp.Median(i)
 		share := shares(before[i], sets[i].calls())
 		rows = append(rows, []string{work.String(), strconv.Itoa(n), rate(s.Throughput), dur(s.P50), dur(s.P99),
-			ratio(cmp.Ratio(i, 0, MetricThroughput)), share, ints(sets[i].lb.Handed())})
+			ratio(cmp.Ratio(i, 0, MetricThroughput)), share, ints(sets[i].handed())})
 		r.logf("replicas %d, work %s: %s hook calls/s, p50 %s, shares %s", n, work, rate(s.Throughput), dur(s.P50), share)
 	}
 	return rows, nil
@@ -171,10 +182,10 @@ func shares(before, after []int64) string {
 }
 
 // ints renders ns separated by slashes.
-func ints(ns []int) string {
+func ints(ns []int64) string {
 	parts := make([]string, len(ns))
 	for i, n := range ns {
-		parts[i] = strconv.Itoa(n)
+		parts[i] = strconv.FormatInt(n, 10)
 	}
 	return strings.Join(parts, " / ")
 }

@@ -96,9 +96,9 @@ func TestReplicaSetBalances(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, n := range rs.lb.Handed() {
+	for i, n := range rs.handed() {
 		if n == 0 {
-			t.Errorf("replica %d was handed no connection: %v", i, rs.lb.Handed())
+			t.Errorf("replica %d was handed no connection: %v", i, rs.handed())
 		}
 	}
 	p, ok, err := preparedToolsCall()

@@ -1,13 +1,34 @@
-package plugintest_test
+package tcpbalance_test
 
 import (
 	"bufio"
 	"context"
 	"net"
 	"testing"
+	"time"
 
-	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/tcpbalance"
+	"go.uber.org/goleak"
 )
+
+const testTimeout = 10 * time.Second
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// start starts a balancer over backends, closed in t.Cleanup.
+func start(t *testing.T, backends ...string) *tcpbalance.Balancer {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	lb, err := tcpbalance.Start(ctx, backends...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lb.Close() })
+	return lb
+}
 
 // echoServer answers each line with its own address, so a client can tell
 // which backend its connection reached.
@@ -71,9 +92,9 @@ func whoAnswers(t *testing.T, addr string, n int) []string {
 	return out
 }
 
-func TestBalancerHandsEachConnectionToTheNextBackend(t *testing.T) {
+func TestHandsEachConnectionToTheNextBackend(t *testing.T) {
 	a, b := echoServer(t), echoServer(t)
-	lb := plugintest.StartBalancer(t, a, b)
+	lb := start(t, a, b)
 	var got []string
 	for range 4 {
 		answers := whoAnswers(t, lb.Addr(), 3)
@@ -109,8 +130,8 @@ func TestBalancerHandsEachConnectionToTheNextBackend(t *testing.T) {
 	}
 }
 
-func TestBalancerCloseEndsOpenRelays(t *testing.T) {
-	lb := plugintest.StartBalancer(t, echoServer(t))
+func TestCloseEndsOpenRelays(t *testing.T) {
+	lb := start(t, echoServer(t))
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
 	var d net.Dialer
