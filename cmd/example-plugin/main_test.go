@@ -97,27 +97,48 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func TestServeAndShutDown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	logs := &syncBuffer{}
+// startRun runs the command with --addr 127.0.0.1:0 and args in the
+// background and waits until it serves. stop cancels it, as SIGTERM does,
+// and returns run's error; the test fails if run does not end before ctx
+// does. Run is stopped in t.Cleanup at the latest.
+func startRun(ctx context.Context, t *testing.T, logs io.Writer, args ...string) (addr string, stop func() error) {
+	t.Helper()
+	runCtx, cancel := context.WithCancel(ctx)
 	addrCh := make(chan string, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- run(runCtx, []string{"--addr", "127.0.0.1:0", "--name", "Guard", "--deny", `(?i)rm\s+-rf`, "--redact", `\d{3}-\d{2}-\d{4}=[SSN]`}, logs,
-			func(addr string) { addrCh <- addr })
+		done <- run(runCtx, append([]string{"--addr", "127.0.0.1:0"}, args...), logs, func(a string) { addrCh <- a })
 	}()
-	var addr string
+	var once sync.Once
+	var err error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			select {
+			case err = <-done:
+			case <-ctx.Done():
+				t.Fatal("shutdown hangs")
+			}
+		})
+		return err
+	}
+	t.Cleanup(func() { _ = stop() })
 	select {
 	case addr = <-addrCh:
 	case err := <-done:
+		once.Do(cancel) // run has ended: nothing for stop to wait for
 		t.Fatalf("run: %v", err)
 	case <-ctx.Done():
 		t.Fatal("server never ready")
 	}
+	return addr, stop
+}
 
+func TestServeAndShutDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+	defer cancel()
+	logs := &syncBuffer{}
+	addr, stop := startRun(ctx, t, logs, "--name", "Guard", "--deny", `(?i)rm\s+-rf`, "--redact", `\d{3}-\d{2}-\d{4}=[SSN]`)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
@@ -165,14 +186,8 @@ func TestServeAndShutDown(t *testing.T) {
 		t.Errorf("deny reply = %+v", reply)
 	}
 
-	stop() // as SIGTERM does
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("run after shutdown: %v", err)
-		}
-	case <-ctx.Done():
-		t.Fatal("shutdown hangs")
+	if err := stop(); err != nil { // as SIGTERM does
+		t.Errorf("run after shutdown: %v", err)
 	}
 	if !strings.Contains(logs.String(), `"message":"stopped"`) || !strings.Contains(logs.String(), `"message":"denied"`) {
 		t.Errorf("logs lack the expected lines:\n%s", logs)

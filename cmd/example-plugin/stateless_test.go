@@ -12,20 +12,8 @@ import (
 func TestStatelessFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
 	logs := &syncBuffer{}
-	addrCh := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, []string{"--addr", "127.0.0.1:0", "--stateless"}, logs, func(addr string) { addrCh <- addr })
-	}()
-	var addr string
-	select {
-	case addr = <-addrCh:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	addr, stop := startRun(ctx, t, logs, "--stateless")
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr}
@@ -51,8 +39,7 @@ func TestStatelessFlag(t *testing.T) {
 	if get := do(http.MethodGet, ""); get.StatusCode != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d, want 405", get.StatusCode)
 	}
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Errorf("run: %v", err)
 	}
 	if !strings.Contains(logs.String(), `"stateless":true`) {

@@ -17,20 +17,10 @@ import (
 func TestServeGRPCAndUnixSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
 	dir := t.TempDir()
 	grpcSock, unixSock := filepath.Join(dir, "g.sock"), filepath.Join(dir, "u.sock")
-	ready := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(runCtx, []string{"--addr", "127.0.0.1:0", "--name", "Guard", "--deny", `rm\s+-rf`,
-			"--grpc-addr", "unix://" + grpcSock, "--unix-socket", unixSock}, &syncBuffer{}, func(a string) { ready <- a })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("run: %v", err)
-	}
+	_, stop := startRun(ctx, t, &syncBuffer{}, "--name", "Guard", "--deny", `rm\s+-rf`,
+		"--grpc-addr", "unix://"+grpcSock, "--unix-socket", unixSock)
 	gc, err := grpcconn.New(grpcconn.Target("", grpcSock), grpcconn.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -45,8 +35,7 @@ func TestServeGRPCAndUnixSocket(t *testing.T) {
 		}
 		c.Close()
 	}
-	stop()
-	if err := <-done; err != nil {
+	if err := stop(); err != nil {
 		t.Fatalf("shutdown: %v", err)
 	}
 }
