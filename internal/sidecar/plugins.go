@@ -22,7 +22,7 @@ import (
 // sidecar, not the pool, starts and closes the clients.
 type pluginSet struct {
 	*pluginclient.Pool
-	clients  map[string]*pluginclient.Client
+	clients  []*pluginclient.Client   // in config order, as in the pool
 	local    map[string]config.Plugin // the local config each client was built from
 	settings config.PluginSettings
 	sessions int // extproc.plugin_sessions the clients were built with
@@ -32,9 +32,8 @@ type pluginSet struct {
 // plugin config and plugin settings are unchanged. It returns the clients
 // it created (to Start) and the clients of prev no longer used (to Close).
 func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *metrics.Metrics) (set *pluginSet, created, removed []*pluginclient.Client, err error) {
-	set = &pluginSet{clients: map[string]*pluginclient.Client{}, local: map[string]config.Plugin{},
+	set = &pluginSet{clients: make([]*pluginclient.Client, 0, len(cfg.Plugins)), local: map[string]config.Plugin{},
 		settings: cfg.PluginSettings, sessions: cfg.Extproc.PluginSessions}
-	ordered := make([]*pluginclient.Client, 0, len(cfg.Plugins))
 	for _, p := range cfg.Plugins {
 		c, reused := prev.reusable(p, set)
 		if !reused {
@@ -45,16 +44,15 @@ func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *
 			}
 			created = append(created, c)
 		}
-		set.clients[p.Name], set.local[p.Name] = c, p
-		ordered = append(ordered, c)
+		set.clients, set.local[p.Name] = append(set.clients, c), p
 	}
-	if set.Pool, err = pluginclient.PoolOf(ordered...); err != nil {
+	if set.Pool, err = pluginclient.PoolOf(set.clients...); err != nil {
 		closeClients(context.Background(), created)
 		return nil, nil, nil, err
 	}
 	if prev != nil {
-		for name, old := range prev.clients {
-			if set.clients[name] != old {
+		for _, old := range prev.clients {
+			if c, _ := set.Client(old.Name()); c != old {
 				removed = append(removed, old)
 			}
 		}
@@ -68,7 +66,7 @@ func (s *pluginSet) reusable(p config.Plugin, next *pluginSet) (*pluginclient.Cl
 	if s == nil {
 		return nil, false
 	}
-	c, ok := s.clients[p.Name]
+	c, ok := s.Client(p.Name)
 	if !ok || !reflect.DeepEqual(s.local[p.Name], p) || !reflect.DeepEqual(s.settings, next.settings) || s.sessions != next.sessions {
 		return nil, false
 	}
@@ -77,17 +75,8 @@ func (s *pluginSet) reusable(p config.Plugin, next *pluginSet) (*pluginclient.Cl
 
 // has reports whether the set holds plugin name.
 func (s *pluginSet) has(name string) bool {
-	_, ok := s.clients[name]
+	_, ok := s.Client(name)
 	return ok
-}
-
-// all returns every client of the set.
-func (s *pluginSet) all() []*pluginclient.Client {
-	out := make([]*pluginclient.Client, 0, len(s.clients))
-	for _, c := range s.clients {
-		out = append(out, c)
-	}
-	return out
 }
 
 // startClients starts clients; their background work stops with ctx.

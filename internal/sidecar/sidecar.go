@@ -329,7 +329,7 @@ func (s *sidecar) drain(ctx context.Context, srv *servers, setDrained func()) {
 	if err := cur.exec.Close(closeCtx); err != nil {
 		s.log.Warn().Err(err).Msg("executor close")
 	}
-	if err := closeClients(closeCtx, cur.set.all()); err != nil {
+	if err := closeClients(closeCtx, cur.set.clients); err != nil {
 		s.log.Warn().Err(err).Msg("plugin client close")
 	}
 	if err := srv.admin.Shutdown(closeCtx); err != nil {
