@@ -245,5 +245,21 @@ const (
 	UncertainRefuse    = "refuse"
 )
 
+// choice is an extproc setting that takes one of a few words.
+type choice struct {
+	field  string   // its path in the file, for problems
+	value  *string  // lower-cased by ApplyDefaults
+	values []string // the allowed words; values[0] is the default
+}
+
+// choices lists e's one-of-a-few-words settings, read by ApplyDefaults and
+// the validator alike.
+func (e *Extproc) choices() []choice {
+	return []choice{
+		{"extproc.unattributed_responses", &e.UnattributedResponses, []string{UnattributedRefuse, UnattributedPass}},
+		{"extproc.uncertain_mirrored_headers", &e.UncertainMirroredHeaders, []string{UncertainRemove, UncertainRefuse}},
+	}
+}
+
 // Seconds is a duration written in seconds (int or float) as cpex does.
 type Seconds struct{ time.Duration }

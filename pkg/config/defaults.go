@@ -65,13 +65,7 @@ func (c *Config) ApplyDefaults() {
 		if m := p.MCP; m != nil {
 			m.Proto = strings.ToUpper(strings.TrimSpace(m.Proto))
 			m.URL = strings.TrimSpace(m.URL)
-			if m.ReconnectAttempts == nil {
-				n := DefaultReconnectAttempts
-				m.ReconnectAttempts = &n
-			}
-			if m.ReconnectDelay == nil {
-				m.ReconnectDelay = NewSeconds(DefaultReconnectDelay)
-			}
+			reconnectDefaults(&m.ReconnectAttempts, &m.ReconnectDelay)
 			m.TLS.applyDefaults()
 		}
 		if g := p.GRPC; g != nil {
@@ -80,12 +74,7 @@ func (c *Config) ApplyDefaults() {
 		}
 		if u := p.UnixSocket; u != nil {
 			u.Path = strings.TrimSpace(u.Path)
-			if u.ReconnectAttempts == nil {
-				u.ReconnectAttempts = ptr(DefaultReconnectAttempts)
-			}
-			if u.ReconnectDelay == nil {
-				u.ReconnectDelay = NewSeconds(DefaultReconnectDelay)
-			}
+			reconnectDefaults(&u.ReconnectAttempts, &u.ReconnectDelay)
 			if u.Timeout == nil {
 				u.Timeout = NewSeconds(DefaultSocketTimeout)
 			}
@@ -105,13 +94,10 @@ func (c *Config) ApplyDefaults() {
 	if e.MaxBodyBytes == 0 {
 		e.MaxBodyBytes = DefaultMaxBodyBytes
 	}
-	e.UnattributedResponses = strings.ToLower(strings.TrimSpace(e.UnattributedResponses))
-	if e.UnattributedResponses == "" {
-		e.UnattributedResponses = UnattributedRefuse
-	}
-	e.UncertainMirroredHeaders = strings.ToLower(strings.TrimSpace(e.UncertainMirroredHeaders))
-	if e.UncertainMirroredHeaders == "" {
-		e.UncertainMirroredHeaders = UncertainRemove
+	for _, ch := range e.choices() {
+		if *ch.value = strings.ToLower(strings.TrimSpace(*ch.value)); *ch.value == "" {
+			*ch.value = ch.values[0]
+		}
 	}
 	e.UserHeader = lowerHeader(e.UserHeader)
 	e.TenantHeader = lowerHeader(e.TenantHeader)
@@ -125,6 +111,17 @@ func (c *Config) ApplyDefaults() {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// reconnectDefaults fills in reconnect_attempts and reconnect_delay, which
+// the mcp and unix_socket transports share.
+func reconnectDefaults(attempts **int, delay **Seconds) {
+	if *attempts == nil {
+		*attempts = ptr(DefaultReconnectAttempts)
+	}
+	if *delay == nil {
+		*delay = NewSeconds(DefaultReconnectDelay)
+	}
+}
 
 // applyDefaults expands "~/" in the file paths and sets verify and
 // check_hostname (default true); nil t is left alone.

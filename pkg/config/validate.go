@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -165,12 +166,7 @@ func (v *validator) unixSocket(u *UnixSocket, label string, field func(string) s
 	case !filepath.IsAbs(u.Path):
 		v.problem(label, field("unix_socket.path"), "must be an absolute path")
 	}
-	if u.ReconnectAttempts != nil && *u.ReconnectAttempts < 0 {
-		v.problem(label, field("unix_socket.reconnect_attempts"), "must not be negative")
-	}
-	if u.ReconnectDelay != nil && u.ReconnectDelay.Duration < 0 {
-		v.problem(label, field("unix_socket.reconnect_delay"), "must not be negative")
-	}
+	v.reconnect(u.ReconnectAttempts, u.ReconnectDelay, label, field, "unix_socket")
 	if u.Timeout != nil && u.Timeout.Duration <= 0 {
 		v.problem(label, field("unix_socket.timeout"), "must be positive")
 	}
@@ -206,13 +202,28 @@ func (v *validator) mcp(m *MCP, label string, field func(string) string) {
 			v.problem(label, field("mcp.tls"), "not supported with a Unix domain socket (mcp.uds)")
 		}
 	}
-	if m.ReconnectAttempts != nil && *m.ReconnectAttempts < 0 {
-		v.problem(label, field("mcp.reconnect_attempts"), "must not be negative")
-	}
-	if m.ReconnectDelay != nil && m.ReconnectDelay.Duration < 0 {
-		v.problem(label, field("mcp.reconnect_delay"), "must not be negative")
-	}
+	v.reconnect(m.ReconnectAttempts, m.ReconnectDelay, label, field, "mcp")
 	v.tls(m.TLS, label, field, "mcp.tls")
+}
+
+// quotedOr writes words as "a" or "b" (or "c").
+func quotedOr(words []string) string {
+	q := make([]string, len(words))
+	for i, w := range words {
+		q[i] = strconv.Quote(w)
+	}
+	return strings.Join(q, " or ")
+}
+
+// reconnect checks the reconnect_attempts and reconnect_delay of the
+// transport section at path.
+func (v *validator) reconnect(attempts *int, delay *Seconds, label string, field func(string) string, path string) {
+	if attempts != nil && *attempts < 0 {
+		v.problem(label, field(path+".reconnect_attempts"), "must not be negative")
+	}
+	if delay != nil && delay.Duration < 0 {
+		v.problem(label, field(path+".reconnect_delay"), "must not be negative")
+	}
 }
 
 // tls checks a tls section (at path) of a plugin transport.
@@ -286,11 +297,10 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 	if e.PluginSessions < 0 || e.PluginSessions > MaxPluginSessions {
 		v.problem("", "extproc.plugin_sessions", "must be between 0 (default) and %d, got %d", MaxPluginSessions, e.PluginSessions)
 	}
-	if u := e.UnattributedResponses; u != "" && u != UnattributedRefuse && u != UnattributedPass {
-		v.problem("", "extproc.unattributed_responses", "must be %q or %q, got %q", UnattributedRefuse, UnattributedPass, u)
-	}
-	if u := e.UncertainMirroredHeaders; u != "" && u != UncertainRemove && u != UncertainRefuse {
-		v.problem("", "extproc.uncertain_mirrored_headers", "must be %q or %q, got %q", UncertainRemove, UncertainRefuse, u)
+	for _, ch := range e.choices() {
+		if w := *ch.value; w != "" && !slices.Contains(ch.values, w) {
+			v.problem("", ch.field, "must be %s, got %q", quotedOr(ch.values), w)
+		}
 	}
 	for _, h := range []struct{ field, name string }{
 		{"extproc.user_header", e.UserHeader},

@@ -51,15 +51,6 @@ func (v Verdict) String() string {
 	return verdictLabels[v]
 }
 
-// Verdicts lists every verdict, e.g. to pre-declare metric series.
-func Verdicts() []Verdict {
-	out := make([]Verdict, numVerdicts)
-	for i := range out {
-		out[i] = Verdict(i)
-	}
-	return out
-}
-
 // Reached reports whether the invocation reached the plugin (and so has a
 // duration worth timing).
 func (v Verdict) Reached() bool { return v != Down && v != Skipped && v != Dropped }

@@ -44,3 +44,15 @@ func TestReplyVerdict(t *testing.T) {
 		t.Errorf("unknown verdict String = %q", s)
 	}
 }
+
+// TestVerdictLabels: every verdict has a distinct, non-empty label.
+func TestVerdictLabels(t *testing.T) {
+	seen := map[string]Verdict{}
+	for v := Verdict(0); v < numVerdicts; v++ {
+		l := v.String()
+		if prev, ok := seen[l]; ok || l == "" {
+			t.Errorf("verdict %d label %q (also verdict %d)", v, l, prev)
+		}
+		seen[l] = v
+	}
+}

@@ -202,7 +202,7 @@ func replacement(line []byte, room int) []byte {
 			"level":          "warn",
 			"message":        "log line too large; replaced by its start",
 			"original_bytes": len(line),
-			"original_start": Cap(validPrefix(line, keep), keep),
+			"original_start": validPrefix(line, keep),
 		}
 		var b bytes.Buffer
 		enc := json.NewEncoder(&b)

@@ -31,8 +31,10 @@ func TestSessionMetrics(t *testing.T) {
 		}
 	}
 	m.ForgetPlugin("Guard")
-	if n := count(m.sess.sessions); n != 0 {
-		t.Errorf("%d session series left after ForgetPlugin", n)
+	for name, c := range map[string]prometheus.Collector{"sessions": m.sess.sessions, "endpoints": m.sess.endpoints, "causes": m.sess.causes} {
+		if n := count(c); n != 0 {
+			t.Errorf("%d %s series left after ForgetPlugin", n, name)
+		}
 	}
 }
 
