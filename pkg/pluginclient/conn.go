@@ -2,9 +2,7 @@ package pluginclient
 
 import (
 	"context"
-	"encoding/json"
 
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 )
 
@@ -32,11 +30,12 @@ var ErrConnLost = wireconn.ErrConnLost
 // A transport implements Conn in its own package, wrapping ErrConnLost into
 // the errors that mean the connection is gone and nothing else, and
 // ErrInvalidReply into replies it cannot decode, and hands its Dialer to the
-// client:
+// client (New does this itself for the grpc: and unix_socket: sections, see
+// wire.go):
 //
 //	c, err := pluginclient.New(pl, settings, pluginclient.Options{
-//		Dialer: func(ctx context.Context) (pluginclient.Conn, error) { return grpcconn.Dial(ctx, pl) },
-//		Slots:  1, // one multiplexed connection is enough for gRPC
+//		Dialer: func(ctx context.Context) (pluginclient.Conn, error) { return mytransport.Dial(ctx, addr) },
+//		Slots:  1, // one multiplexed connection is enough
 //	})
 //
 // With Options.Dialer set, New checks only the plugin's name (the transport
@@ -46,17 +45,10 @@ var ErrConnLost = wireconn.ErrConnLost
 //
 // Conn methods are called concurrently (several calls in flight on one
 // slot) unless the transport serialises them itself.
-type Conn interface {
-	// PluginConfig fetches the plugin server's config for name; found is
-	// false when the server does not know the plugin.
-	PluginConfig(ctx context.Context, name string) (cfg json.RawMessage, found bool, err error)
-	// InvokeHook runs hook of plugin once.
-	InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error)
-	// Health probes the connection (MCP ping, cpex.Health/Check).
-	Health(ctx context.Context) error
-	// Close releases the connection.
-	Close() error
-}
+//
+// It is wireconn.Conn, where the protobuf transports (which cannot import
+// this package) implement it: one interface for every transport.
+type Conn = wireconn.Conn
 
 // Stale is implemented by a Conn that can tell, without a round trip, that
 // it will fail the next call (an MCP session whose pinned connection the

@@ -22,15 +22,7 @@ func (s *session) PluginConfig(ctx context.Context, name string) (json.RawMessag
 	if err != nil {
 		return nil, false, s.connErr(err, nil)
 	}
-	raw, err := toolJSON(res)
-	if err != nil {
-		return nil, false, err
-	}
-	var probe map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &probe); err != nil {
-		return nil, false, fmt.Errorf("%w: %v", ErrInvalidReply, err)
-	}
-	return raw, len(probe) > 0, nil
+	return configJSON(res)
 }
 
 // InvokeHook implements [Conn] with the invoke_hook tool. A call whose SSE

@@ -86,18 +86,19 @@ type remotePlugin struct {
 	UnixSocket json.RawMessage `json:"unix_socket"`
 }
 
-// parseRemoteConfig decodes a get_plugin_config result; an empty object is
-// errNoConfig.
-func parseRemoteConfig(res *mcp.CallToolResult) (config.Plugin, error) {
+// configJSON returns the JSON object of a get_plugin_config result and
+// whether the server knows the plugin (cpex answers an unknown name with an
+// empty object).
+func configJSON(res *mcp.CallToolResult) (json.RawMessage, bool, error) {
 	raw, err := toolJSON(res)
 	if err != nil {
-		return config.Plugin{}, err
+		return nil, false, err
 	}
 	var probe map[string]json.RawMessage
 	if err := json.Unmarshal(raw, &probe); err != nil {
-		return config.Plugin{}, fmt.Errorf("%w: %v", ErrInvalidReply, err)
+		return nil, false, fmt.Errorf("%w: %v", ErrInvalidReply, err)
 	}
-	return decodeRemoteConfig(raw, len(probe) > 0)
+	return raw, len(probe) > 0, nil
 }
 
 // decodeRemoteConfig decodes a get_plugin_config answer (found: the server

@@ -103,6 +103,16 @@ func FuzzParseInvokeReply(f *testing.F) {
 	})
 }
 
+// parseRemoteConfig decodes a get_plugin_config result as a client does:
+// the MCP session's PluginConfig (configJSON), then the slot's decode.
+func parseRemoteConfig(res *mcp.CallToolResult) (config.Plugin, error) {
+	raw, found, err := configJSON(res)
+	if err != nil {
+		return config.Plugin{}, err
+	}
+	return decodeRemoteConfig(raw, found)
+}
+
 func TestParseRemoteConfig(t *testing.T) {
 	if _, err := parseRemoteConfig(&mcp.CallToolResult{Content: text(`{}`)}); !errors.Is(err, errNoConfig) {
 		t.Errorf("empty config: err = %v, want errNoConfig", err)

@@ -301,7 +301,9 @@ func TestSupervisorInitialFailureThenRecovery(t *testing.T) {
 	sc.fail.Store(true)
 	sl := newFakeSleep()
 	tr := newTransitions()
-	s := New(Config{Connect: sc.Connect, Attempts: 2, Sleep: sl.Sleep, OnStateChange: tr.On})
+	var connected atomic.Int64
+	s := New(Config{Connect: sc.Connect, Attempts: 2, Sleep: sl.Sleep, OnStateChange: tr.On,
+		OnConnected: func() { connected.Add(1) }})
 	s.Start(context.Background())
 	defer s.Close()
 	sl.next(t) // between attempts 1 and 2
@@ -315,6 +317,7 @@ func TestSupervisorInitialFailureThenRecovery(t *testing.T) {
 	if g, err := s.Acquire(context.Background()); err != nil || g != 1 {
 		t.Fatalf("Acquire = %d, %v; want 1, nil", g, err)
 	}
+	waitCount(t, &connected, 1) // the background loop's connection too
 }
 
 func TestSupervisorWaitersHonourContext(t *testing.T) {

@@ -30,9 +30,9 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 )
 
-// Defaults of [Options].
+// Defaults of [Options] (ReconnectDelay is cpex's reconnect_delay).
 const (
-	DefaultReconnectDelay = 100 * time.Millisecond
+	DefaultReconnectDelay = config.DefaultReconnectDelay
 	DefaultMaxBackoff     = 2 * time.Second
 	DefaultRetryWait      = time.Second
 	// Keepalive pings only while a call is open, no more often than once a

@@ -36,9 +36,9 @@ import (
 // (except PoolSize, which is this client's own).
 const (
 	DefaultPoolSize          = 4
-	DefaultReconnectAttempts = 3
-	DefaultReconnectDelay    = 100 * time.Millisecond
-	DefaultTimeout           = 30 * time.Second
+	DefaultReconnectAttempts = config.DefaultReconnectAttempts
+	DefaultReconnectDelay    = config.DefaultReconnectDelay
+	DefaultTimeout           = config.DefaultSocketTimeout
 )
 
 // Options configures a [Conn]. Zero fields take the defaults.

@@ -21,17 +21,20 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
-// Conn is one plugin server reached over a protobuf transport.
+// Conn is one connection to a plugin server, whatever the transport: the
+// gRPC and Unix-socket connections implement it, and so does the MCP
+// session of package pluginclient, whose Conn it is.
 type Conn interface {
 	// PluginConfig returns the config (a JSON object) of the named plugin,
-	// looked up ignoring case, and whether the server knows it.
-	PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error)
-	// InvokeHook runs one hook of one plugin.
+	// as the server looks it up, and whether the server knows it.
+	PluginConfig(ctx context.Context, name string) (cfg json.RawMessage, found bool, err error)
+	// InvokeHook runs one hook of one plugin, once.
 	InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error)
 	// Health reports whether the plugin server answers (cpex.Health/Check
-	// on gRPC; a config listing on the Unix socket).
+	// on gRPC; a config listing on the Unix socket; an MCP ping).
 	Health(ctx context.Context) error
-	// Close releases the connections; later calls fail with ErrClosed.
+	// Close releases the connection; later calls fail (with ErrClosed on
+	// the protobuf transports).
 	Close() error
 }
 
