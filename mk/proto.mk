@@ -17,4 +17,3 @@ proto:
 		--go_out=$(CPEXPB) --go_opt=paths=source_relative \
 		--go-grpc_out=$(CPEXPB) --go-grpc_opt=paths=source_relative \
 		$(CPEXPB)/proto/cpex.proto
-FUZZ_TARGETS += ./pkg/cpexpb:FuzzJSON
