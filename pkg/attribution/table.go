@@ -28,8 +28,43 @@ type entry struct {
 	size      int
 	sess      *session
 
-	prev, next   *entry // shard order
-	sprev, snext *entry // session order
+	inShard, inSession links
+}
+
+// links are an entry's neighbours on one list.
+type links struct{ prev, next *entry }
+
+func shardLinks(e *entry) *links   { return &e.inShard }
+func sessionLinks(e *entry) *links { return &e.inSession }
+
+// chain is an intrusive list of entries, linked through the links at
+// returns (the shard's or the session's).
+type chain struct{ head, tail *entry }
+
+// pushBack links e as the newest entry.
+func (l *chain) pushBack(e *entry, at func(*entry) *links) {
+	at(e).prev = l.tail
+	if l.tail != nil {
+		at(l.tail).next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+}
+
+// unlink removes e from the chain.
+func (l *chain) unlink(e *entry, at func(*entry) *links) {
+	ln := at(e)
+	if ln.prev != nil {
+		at(ln.prev).next = ln.next
+	} else {
+		l.head = ln.next
+	}
+	if ln.next != nil {
+		at(ln.next).prev = ln.prev
+	} else {
+		l.tail = ln.prev
+	}
 }
 
 // session is the list of one MCP session's entries in a shard, and a Bloom
@@ -37,10 +72,10 @@ type entry struct {
 // in the shard, so a key that comes back after its entry was evicted or
 // expired is seen as reused.
 type session struct {
-	id         string
-	head, tail *entry
-	n          int
-	seen       *[seenBytes / 8]uint64 // nil when the table does not track reuse
+	id      string
+	entries chain
+	n       int
+	seen    *[seenBytes / 8]uint64 // nil when the table does not track reuse
 }
 
 // reused reports whether key may have been recorded before in ss, and adds
@@ -74,8 +109,7 @@ type shard struct {
 	seed     maphash.Seed
 	m        map[string]*entry
 	sessions map[string]*session
-	head     *entry // oldest
-	tail     *entry // newest
+	entries  chain // oldest first
 	n, bytes int
 }
 
@@ -94,7 +128,7 @@ func (s *shard) put(sid string, key []byte, o Origin, now int64) {
 			e.ambiguous = true
 		}
 		s.remove(e) // re-inserted at the newest end with a fresh TTL
-		e.sprev, e.snext, e.prev, e.next = nil, nil, nil, nil
+		e.inShard, e.inSession = links{}, links{}
 		e.expires = now + s.lim.ttl
 		s.insert(e, sid)
 		return
@@ -128,8 +162,8 @@ func (s *shard) dropSession(sid string) {
 	if !ok {
 		return
 	}
-	for ss.head != nil {
-		s.remove(ss.head) // removes the session too once it is empty
+	for ss.entries.head != nil {
+		s.remove(ss.entries.head) // removes the session too once it is empty
 	}
 }
 
@@ -147,28 +181,16 @@ func (s *shard) insert(e *entry, sid string) {
 	}
 	e.sess = ss
 	s.m[e.key] = e
-	e.prev = s.tail
-	if s.tail != nil {
-		s.tail.next = e
-	} else {
-		s.head = e
-	}
-	s.tail = e
-	e.sprev = ss.tail
-	if ss.tail != nil {
-		ss.tail.snext = e
-	} else {
-		ss.head = e
-	}
-	ss.tail = e
+	s.entries.pushBack(e, shardLinks)
+	ss.entries.pushBack(e, sessionLinks)
 	ss.n++
 	s.n++
 	s.bytes += e.size
-	for ss.n > s.lim.perSession && ss.head != e {
-		s.remove(ss.head)
+	for ss.n > s.lim.perSession && ss.entries.head != e {
+		s.remove(ss.entries.head)
 	}
-	for (s.n > s.lim.entries || s.bytes > s.lim.bytes) && s.head != e {
-		s.remove(s.head)
+	for (s.n > s.lim.entries || s.bytes > s.lim.bytes) && s.entries.head != e {
+		s.remove(s.entries.head)
 	}
 }
 
@@ -176,27 +198,9 @@ func (s *shard) insert(e *entry, sid string) {
 // it was the session's last entry.
 func (s *shard) remove(e *entry) {
 	delete(s.m, e.key)
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		s.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		s.tail = e.prev
-	}
+	s.entries.unlink(e, shardLinks)
 	ss := e.sess
-	if e.sprev != nil {
-		e.sprev.snext = e.snext
-	} else {
-		ss.head = e.snext
-	}
-	if e.snext != nil {
-		e.snext.sprev = e.sprev
-	} else {
-		ss.tail = e.sprev
-	}
+	ss.entries.unlink(e, sessionLinks)
 	ss.n--
 	s.n--
 	s.bytes -= e.size
@@ -208,7 +212,7 @@ func (s *shard) remove(e *entry) {
 
 // expire removes the expired entries at the old end of the shard.
 func (s *shard) expire(now int64) {
-	for s.head != nil && s.head.expires <= now {
-		s.remove(s.head)
+	for s.entries.head != nil && s.entries.head.expires <= now {
+		s.remove(s.entries.head)
 	}
 }

@@ -96,22 +96,6 @@ type Route struct {
 	ResultMember string
 }
 
-// PreHook returns the hook run on the request, or "" when none is.
-func (r *Route) PreHook() cpex.HookType {
-	if !r.Pre {
-		return ""
-	}
-	return r.Family.Pre
-}
-
-// PostHook returns the hook run on the answer, or "" when none is.
-func (r *Route) PostHook() cpex.HookType {
-	if !r.Post {
-		return ""
-	}
-	return r.Family.Post
-}
-
 // Target names what a message is about, for conditions: a family and the
 // name of the tool, prompt or resource URI. The zero Target matches every
 // condition list.
@@ -179,17 +163,8 @@ func ByHook(h cpex.HookType) (*Family, bool) {
 	return nil, false
 }
 
-// IsPre reports whether h is the pre hook of a family.
-func IsPre(h cpex.HookType) bool {
-	f, ok := ByHook(h)
-	return ok && f.Pre == h
-}
-
 // Families returns every family, in table order.
 func Families() []*Family { return slices.Clone(families[:]) }
-
-// Routes returns every route, in table order.
-func Routes() []Route { return slices.Clone(routes[:]) }
 
 // TargetOf returns the target called name in the family of hook h (a zero
 // family for hooks no family has).

@@ -26,8 +26,8 @@ func TestRoutes(t *testing.T) {
 		{"tasks/result", "", cpex.ToolPostInvoke, "", "", "tools"},
 		{"tasks/get", "", cpex.ToolPostInvoke, "", "", "tools"},
 	}
-	if len(tests) != len(Routes()) {
-		t.Errorf("%d routes tested, the table has %d: test the new row", len(tests), len(Routes()))
+	if len(tests) != len(routes) {
+		t.Errorf("%d routes tested, the table has %d: test the new row", len(tests), len(routes))
 	}
 	for _, tt := range tests {
 		r, ok := ByMethod(tt.method)
@@ -35,8 +35,8 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("ByMethod(%q): not found", tt.method)
 			continue
 		}
-		if r.Method != tt.method || r.PreHook() != tt.pre || r.PostHook() != tt.post {
-			t.Errorf("%s: method %q hooks %q/%q, want %q/%q", tt.method, r.Method, r.PreHook(), r.PostHook(), tt.pre, tt.post)
+		if pre, post := hooksOf(r); r.Method != tt.method || pre != tt.pre || post != tt.post {
+			t.Errorf("%s: method %q hooks %q/%q, want %q/%q", tt.method, r.Method, pre, post, tt.pre, tt.post)
 		}
 		if r.TargetParam != tt.targetParam || r.ArgsParam != tt.argsParm {
 			t.Errorf("%s: target %q args %q, want %q %q", tt.method, r.TargetParam, r.ArgsParam, tt.targetParam, tt.argsParm)
@@ -52,13 +52,15 @@ func TestRoutes(t *testing.T) {
 	}
 }
 
-// TestPostOnlyRoute: a route without a pre hook reports none.
-func TestPostOnlyRoute(t *testing.T) {
-	f, _ := ByHook(cpex.ToolPostInvoke)
-	r := Route{Method: "tasks/result", Family: f, Post: true}
-	if r.PreHook() != "" || r.PostHook() != cpex.ToolPostInvoke {
-		t.Errorf("post-only route hooks %q/%q, want none/%q", r.PreHook(), r.PostHook(), cpex.ToolPostInvoke)
+// hooksOf returns the hooks that run on a route's request and answer ("" for none).
+func hooksOf(r *Route) (pre, post cpex.HookType) {
+	if r.Pre {
+		pre = r.Family.Pre
 	}
+	if r.Post {
+		post = r.Family.Post
+	}
+	return pre, post
 }
 
 // TestFamilies: every dispatched hook belongs to exactly one family, as its
@@ -72,9 +74,6 @@ func TestFamilies(t *testing.T) {
 			if !ok || got != f {
 				t.Errorf("ByHook(%q) = %v, want family %s", h, got, f.Name)
 			}
-		}
-		if !IsPre(f.Pre) || IsPre(f.Post) {
-			t.Errorf("%s: IsPre wrong for %q/%q", f.Name, f.Pre, f.Post)
 		}
 	}
 	if !slices.Equal(hooks, cpex.MCPHooks[:]) {

@@ -8,10 +8,10 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 )
 
-// ResultTypeInputRequired is the resultType of an MCP 2026-07-28 multi
+// resultTypeInputRequired is the resultType of an MCP 2026-07-28 multi
 // round-trip answer: a request for input, not the final result. The client
 // repeats the call with the input, and the last answer is the result.
-const ResultTypeInputRequired = "input_required"
+const resultTypeInputRequired = "input_required"
 
 // HookedResult returns the part of an answer's raw result that the route's
 // post hook inspects, and false when the answer carries nothing for it: an
@@ -19,7 +19,7 @@ const ResultTypeInputRequired = "input_required"
 // repeated call), or an answer without the route's ResultMember (a task
 // status without its result).
 func (r *Route) HookedResult(result []byte) ([]byte, bool) {
-	if InputRequired(result) {
+	if inputRequired(result) {
 		return nil, false
 	}
 	if r.ResultMember == "" {
@@ -54,10 +54,10 @@ func (r *Route) WithHookedResult(result, inner []byte) ([]byte, error) {
 	return out, nil
 }
 
-// InputRequired reports whether a raw result is a multi round-trip request
+// inputRequired reports whether a raw result is a multi round-trip request
 // for input (resultType "input_required").
-func InputRequired(result []byte) bool {
-	if !bytes.Contains(result, []byte(ResultTypeInputRequired)) && !bytes.Contains(result, []byte(`\u`)) {
+func inputRequired(result []byte) bool {
+	if !bytes.Contains(result, []byte(resultTypeInputRequired)) && !bytes.Contains(result, []byte(`\u`)) {
 		return false
 	}
 	var v struct {
@@ -66,5 +66,5 @@ func InputRequired(result []byte) bool {
 	if err := json.Unmarshal(result, &v); err != nil {
 		return false
 	}
-	return v.ResultType == ResultTypeInputRequired
+	return v.ResultType == resultTypeInputRequired
 }

@@ -53,9 +53,6 @@ func (e *MismatchError) Error() string {
 // params.uri for resources/read).
 var named = map[string]bool{"tools/call": true, "prompts/get": true, "resources/read": true}
 
-// HasName reports whether requests of method carry Mcp-Name.
-func HasName(method string) bool { return named[method] }
-
 // Check compares the request headers h with the body's method and name
 // (params.name of tools/call and prompts/get, params.uri of resources/read;
 // ignored for other methods). A header that is present must agree with the

@@ -36,9 +36,6 @@ type Plan struct {
 	Uncertain []string
 }
 
-// Empty reports whether p changes nothing.
-func (p Plan) Empty() bool { return len(p.Set) == 0 && len(p.Remove) == 0 }
-
 // Mirror returns the mutations of request headers h after r. Mcp-Name is set
 // to the new name when it is present or required and differs. Each
 // Mcp-Param header is rebuilt from the new argument it mirrors: set to its

@@ -182,12 +182,12 @@ func sameValue(decoded, want string, raw jsontext.Value) bool {
 // version uses the standard headers (version ≥ 2026-07-28). A value that is
 // not a YYYY-MM-DD date declares nothing.
 func StandardHeaders(version string) bool {
-	return DeclaresAtLeast(version, StandardHeadersVersion)
+	return declaresAtLeast(version, StandardHeadersVersion)
 }
 
-// DeclaresAtLeast reports whether protocol version v is min or later. Both
+// declaresAtLeast reports whether protocol version v is min or later. Both
 // must be YYYY-MM-DD dates; anything else is false.
-func DeclaresAtLeast(v, min string) bool {
+func declaresAtLeast(v, min string) bool {
 	return isDate(v) && isDate(min) && v >= min
 }
 

@@ -25,17 +25,7 @@ func runGET(t *testing.T, chunks [][]byte) []byte {
 		Headers: headerMap(":method", "GET", ":path", "/mcp", "mcp-session-id", "s", "last-event-id", "e0"), EndOfStream: true}}}
 	st.handle(get)
 	st.handle(responseHeaders(200, "content-type", "text/event-stream"))
-	var out []byte
-	for i, c := range chunks {
-		switch got := replyBody(t, st.handle(responseBody(string(c), i == len(chunks)-1))); got {
-		case pass:
-			out = append(out, c...)
-		case clear:
-		default:
-			out = append(out, got...)
-		}
-	}
-	return out
+	return feedResponse(t, st, chunks)
 }
 
 // eventsOf decodes a whole SSE stream (a last unterminated event included).

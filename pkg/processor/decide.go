@@ -4,7 +4,6 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
 )
@@ -70,7 +69,7 @@ func (st *stream) askForBody() *extprocv3.ProcessingResponse {
 func (st *stream) needs() (body, post bool) {
 	r, name, decided := st.declared()
 	if !decided {
-		return true, st.anyOf(st.canned.postHooks)
+		return true, st.postConfigured()
 	}
 	if r == nil {
 		return false, false // no hook family has this method
@@ -118,23 +117,4 @@ func (st *stream) declared() (r *hookfamily.Route, name string, decided bool) {
 		return nil, "", false
 	}
 	return r, name, true
-}
-
-// anyOf reports whether any of hooks has a plugin.
-func (st *stream) anyOf(hooks []cpex.HookType) bool {
-	for _, h := range hooks {
-		if st.snap.Hooks.Applies(h) {
-			return true
-		}
-	}
-	return false
-}
-
-// postHooksOf lists the post hooks of every family, once per Server.
-func postHooksOf() []cpex.HookType {
-	var out []cpex.HookType
-	for _, f := range hookfamily.Families() {
-		out = append(out, f.Post)
-	}
-	return out
 }

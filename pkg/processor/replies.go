@@ -8,8 +8,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/wrapperspb"
-
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
 // Replies are built here so the rules of the ext_proc contract live in one
@@ -162,8 +160,6 @@ type canned struct {
 	responseStreamed                  *extprocv3.ProcessingResponse
 	requestBodyAsIs, responseBodyAsIs *extprocv3.ProcessingResponse
 	requestTrailers, responseTrailers *extprocv3.ProcessingResponse
-	// postHooks are the post hooks of every hook family.
-	postHooks []cpex.HookType
 }
 
 func newCanned() *canned {
@@ -176,7 +172,6 @@ func newCanned() *canned {
 		// rewritten stream changes the length, so it goes (§4).
 		responseStreamed: responseHeadersReply(modeResponseStreamed(),
 			&extprocv3.HeaderMutation{RemoveHeaders: []string{"content-length"}}),
-		postHooks:        postHooksOf(),
 		responseNone:     responseHeadersReply(modeResponse(filterv3.ProcessingMode_NONE), nil),
 		responseBuffered: responseHeadersReply(modeResponse(filterv3.ProcessingMode_BUFFERED), nil),
 		requestBodyAsIs:  bodyReply(false, nil, false),

@@ -242,6 +242,14 @@ func runSSE(t *testing.T, post func(json.RawMessage) executor.Outcome, chunks []
 		responseHeaders(200, "content-type", "text/event-stream")} {
 		st.handle(m)
 	}
+	return feedResponse(t, st, chunks)
+}
+
+// feedResponse sends chunks as the response body (the last one ends the
+// stream) and returns what the client receives: each chunk as is, cleared
+// or replaced, as the replies say.
+func feedResponse(t *testing.T, st *stream, chunks [][]byte) []byte {
+	t.Helper()
 	var out []byte
 	for i, c := range chunks {
 		switch got := replyBody(t, st.handle(responseBody(string(c), i == len(chunks)-1))); got {
