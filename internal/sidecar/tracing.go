@@ -113,8 +113,7 @@ func (p *tracedPlugins) Invoke(ctx context.Context, plugin string, hook cpex.Hoo
 		ctx = pluginclient.WithHeaders(ctx, h)
 	}
 	reply, err := p.pluginSet.Invoke(ctx, plugin, hook, payload, pctx)
-	outcome := replyOutcome(reply, err)
-	span.SetAttributes(attribute.String(AttrOutcome, outcome))
+	span.SetAttributes(attribute.String(AttrOutcome, p.outcome(plugin, reply, err)))
 	switch {
 	case err != nil:
 		span.RecordError(err)
@@ -125,10 +124,16 @@ func (p *tracedPlugins) Invoke(ctx context.Context, plugin string, hook cpex.Hoo
 	return reply, err
 }
 
-// replyOutcome classifies a reply in the executor's vocabulary, as the
-// plugin gave it: the span cannot know the plugin's mode, so a violation
-// with continue_processing false is "block" here even for a plugin whose
-// mode cannot block (the metric counts that one as violation_not_enforced).
-func replyOutcome(reply *cpex.InvokeHookReply, err error) string {
-	return executor.ReplyVerdict(reply, err, errors.Is(err, pluginclient.ErrPluginDown)).String()
+// outcome names the invocation in the executor's vocabulary, under the
+// plugin's mode as the metrics count it (executor.ModeVerdict): an audit
+// plugin's blocking answer is violation_not_enforced on the span too. The
+// span ends before the chain's own checks (a modification equal to the
+// current payload, or one that does not fit the hook), which it cannot see.
+func (p *tracedPlugins) outcome(plugin string, reply *cpex.InvokeHookReply, err error) string {
+	v := executor.ReplyVerdict(reply, err, errors.Is(err, pluginclient.ErrPluginDown))
+	if c, ok := p.Client(plugin); ok {
+		eff := c.Effective()
+		v = executor.ModeVerdict(v, eff.EffectiveMode())
+	}
+	return v.String()
 }

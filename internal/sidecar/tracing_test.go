@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 
@@ -180,5 +182,35 @@ func TestOTLPInvokeSpans(t *testing.T) {
 		if h.Get("Tracestate") != "vendor=opaque" || h.Get("X-Request-Id") != fmt.Sprintf("req-%d", i) {
 			t.Errorf("%s: plugin call tracestate %q x-request-id %q, want the request's", tc.tool, h.Get("Tracestate"), h.Get("X-Request-Id"))
 		}
+	}
+}
+
+// TestOTLPSpanOutcomeFollowsMode: the span of an audit plugin's blocking
+// answer says violation_not_enforced, as the metric does — the request goes
+// on, so a span saying "block" would contradict what happened.
+func TestOTLPSpanOutcomeFollowsMode(t *testing.T) {
+	col := startCollector(t)
+	auditor := plugintest.NewScripted("Auditor", cpex.ToolPreInvoke)
+	auditor.SetFunc(plugintest.Block(cpex.PluginViolation{Reason: "denied", Code: "DENY"}))
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, auditor)
+	entry := strings.Replace(pluginEntry("Auditor", srv.URL(), "fail", ""), "mode: sequential", "mode: audit", 1)
+	sc := startSidecar(t, writeConfig(t, configYAML(entry)), func(o *sidecar.Options) {
+		o.OTLPEndpoint = col.addr
+		o.OTLPInsecure = true
+	})
+	sc.waitReady("Auditor")
+	res := sc.exchange(mcpPost(toolCall("anything", nil)), upstream(nil, nil, nil))
+	if res.Status != http.StatusOK || res.UpstreamRequest == nil {
+		t.Fatalf("status %d, upstream reached %v: an audit plugin must not block", res.Status, res.UpstreamRequest != nil)
+	}
+	if err := sc.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	spans := col.received()
+	if len(spans) != 1 {
+		t.Fatalf("collector received %d spans, want 1", len(spans))
+	}
+	if v := attr(spans[0].span.GetAttributes(), sidecar.AttrOutcome); v != "violation_not_enforced" {
+		t.Errorf("span outcome %q, want violation_not_enforced (the metric's label)", v)
 	}
 }

@@ -126,8 +126,7 @@ func (r *run) handle(en *entry, rep reply) {
 	}
 	r.rc.carry(en.name, en.mode, rep.ctx)
 	res := rep.result
-	mayBlock := en.mode == config.ModeSequential || en.mode == config.ModeConcurrent
-	mayModify := en.mode == config.ModeSequential || en.mode == config.ModeTransform
+	mayBlock, mayModify := canBlock(en.mode), canModify(en.mode)
 	logd := func(v Verdict, msg string) {
 		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", v).Dur("duration", rep.dur).Msg(msg)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -56,11 +57,9 @@ func (v Verdict) String() string {
 func (v Verdict) Reached() bool { return v != Down && v != Skipped && v != Dropped }
 
 // ReplyVerdict classifies one invoke_hook answer as the plugin gave it,
-// before the executor applies the plugin's mode: a violation with
-// continue_processing false is Blocked here, though a plugin whose mode
-// cannot block (transform, audit, fire_and_forget) is counted as
-// ViolationNotEnforced by the executor. down reports that err means the
-// plugin is known to be down.
+// before its mode applies ([ModeVerdict]): a violation with
+// continue_processing false is Blocked here. down reports that err means
+// the plugin is known to be down.
 func ReplyVerdict(rep *cpex.InvokeHookReply, err error, down bool) Verdict {
 	if pe := replyError(rep, err, down); pe != nil {
 		return pe.verdict()
@@ -77,6 +76,29 @@ func ReplyVerdict(rep *cpex.InvokeHookReply, err error, down bool) Verdict {
 		return Modified
 	}
 	return Allowed
+}
+
+// canBlock reports whether a plugin in mode m may refuse a message
+// (docs/plugin-protocol.md §4.1).
+func canBlock(m config.Mode) bool { return m == config.ModeSequential || m == config.ModeConcurrent }
+
+// canModify reports whether a plugin in mode m may change the payload.
+func canModify(m config.Mode) bool { return m == config.ModeSequential || m == config.ModeTransform }
+
+// ModeVerdict is what an answer classified by [ReplyVerdict] counts as for
+// a plugin in mode m, before the chain's own checks (a modified payload
+// equal to the current one, or one that does not fit the hook): a block by a
+// plugin whose mode cannot block is ViolationNotEnforced, and a
+// modification by one whose mode cannot modify is discarded (Allowed). The
+// executor's metrics and the invocation spans both use it, so they agree.
+func ModeVerdict(v Verdict, m config.Mode) Verdict {
+	switch {
+	case v == Blocked && !canBlock(m):
+		return ViolationNotEnforced
+	case v == Modified && !canModify(m):
+		return Allowed
+	}
+	return v
 }
 
 // replyError returns the failure an answer stands for, or nil when it

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -54,5 +55,31 @@ func TestVerdictLabels(t *testing.T) {
 			t.Errorf("verdict %d label %q (also verdict %d)", v, l, prev)
 		}
 		seen[l] = v
+	}
+}
+
+// A mode that cannot block turns a block into a violation not enforced; one
+// that cannot modify discards a modification; other verdicts stand.
+func TestModeVerdict(t *testing.T) {
+	for _, tc := range []struct {
+		v    Verdict
+		mode config.Mode
+		want Verdict
+	}{
+		{Blocked, config.ModeSequential, Blocked},
+		{Blocked, config.ModeConcurrent, Blocked},
+		{Blocked, config.ModeTransform, ViolationNotEnforced},
+		{Blocked, config.ModeAudit, ViolationNotEnforced},
+		{Blocked, config.ModeFireAndForget, ViolationNotEnforced},
+		{Modified, config.ModeSequential, Modified},
+		{Modified, config.ModeTransform, Modified},
+		{Modified, config.ModeAudit, Allowed},
+		{Modified, config.ModeConcurrent, Allowed},
+		{Stopped, config.ModeAudit, Stopped},
+		{Errored, config.ModeAudit, Errored},
+	} {
+		if got := ModeVerdict(tc.v, tc.mode); got != tc.want {
+			t.Errorf("ModeVerdict(%v, %s) = %v, want %v", tc.v, tc.mode, got, tc.want)
+		}
 	}
 }
