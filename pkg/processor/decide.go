@@ -75,9 +75,6 @@ func (st *stream) needs() (body, post bool) {
 		return false, false // no hook family has this method
 	}
 	h := st.snap.Hooks
-	if !r.Post && !r.Pre {
-		return false, false
-	}
 	if r.TargetParam == "" {
 		// The target is not in the request (it is learned from an earlier
 		// one): conditions cannot be evaluated here.
