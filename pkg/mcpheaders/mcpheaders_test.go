@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/go-json-experiment/json/jsontext"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 )
@@ -47,7 +48,18 @@ func TestDecodeErrors(t *testing.T) {
 	}
 }
 
-func TestEncodeArgument(t *testing.T) {
+// TestArgumentEncoding: the header value that mirrors a raw JSON argument
+// (its canonical text, encoded); only strings, booleans and safe integers
+// can be mirrored.
+func TestArgumentEncoding(t *testing.T) {
+	errNotPrimitive := errors.New("not a primitive")
+	encode := func(raw []byte) (string, error) {
+		s, k := primitive(jsontext.Value(raw))
+		if k != kPrimitive {
+			return "", errNotPrimitive
+		}
+		return EncodeValue(s), nil
+	}
 	tests := []struct {
 		raw, want string
 		err       error
@@ -61,17 +73,17 @@ func TestEncodeArgument(t *testing.T) {
 		{`42.0`, "42", nil},
 		{`1e3`, "1000", nil},
 		{`9007199254740991`, "9007199254740991", nil},
-		{`9007199254740992`, "", ErrNotPrimitive},
-		{`1.5`, "", ErrNotPrimitive},
-		{`null`, "", ErrNotPrimitive},
-		{`[1]`, "", ErrNotPrimitive},
-		{`{"a":1}`, "", ErrNotPrimitive},
-		{``, "", ErrNotPrimitive},
+		{`9007199254740992`, "", errNotPrimitive},
+		{`1.5`, "", errNotPrimitive},
+		{`null`, "", errNotPrimitive},
+		{`[1]`, "", errNotPrimitive},
+		{`{"a":1}`, "", errNotPrimitive},
+		{``, "", errNotPrimitive},
 	}
 	for _, tt := range tests {
-		got, err := EncodeArgument([]byte(tt.raw))
+		got, err := encode([]byte(tt.raw))
 		if got != tt.want || !errors.Is(err, tt.err) {
-			t.Errorf("EncodeArgument(%s) = %q, %v; want %q, %v", tt.raw, got, err, tt.want, tt.err)
+			t.Errorf("encoding of %s = %q, %v; want %q, %v", tt.raw, got, err, tt.want, tt.err)
 		}
 	}
 }
@@ -146,7 +158,6 @@ func TestMirror(t *testing.T) {
 	base := func(kv ...string) []Header {
 		return append(hdr("mcp-protocol-version", v26, "mcp-method", "tools/call", "mcp-name", "transfer"), hdr(kv...)...)
 	}
-	account := map[string][]string{"account": {"account"}}
 	tests := []struct {
 		name string
 		h    []Header
@@ -186,14 +197,8 @@ func TestMirror(t *testing.T) {
 		{"two candidates agree", base("Mcp-Param-Account", "acme"),
 			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"a":"acme","b":"acme"}`), NewArgs: []byte(`{"a":"x","b":"x"}`)},
 			Plan{Set: hdr("mcp-param-account", "x")}},
-		{"two candidates, binding decides", base("Mcp-Param-Account", "acme"),
-			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"account":"acme","b":"acme"}`), NewArgs: []byte(`{"account":"acme","b":"x"}`), Bindings: account},
-			Plan{}},
 		{"nested argument by value", base("Mcp-Param-Tenant", "t1"),
 			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"ctx":{"tenant":"t1"}}`), NewArgs: []byte(`{"ctx":{"tenant":"t2"}}`)},
-			Plan{Set: hdr("mcp-param-tenant", "t2")}},
-		{"nested binding", base("Mcp-Param-Tenant", "t1"),
-			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"ctx":{"tenant":"t1"}}`), NewArgs: []byte(`{"ctx":{"tenant":"t2"}}`), Bindings: map[string][]string{"tenant": {"ctx", "tenant"}}},
 			Plan{Set: hdr("mcp-param-tenant", "t2")}},
 		{"integer compared numerically", base("Mcp-Param-Limit", "10"),
 			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"limit":10.0}`), NewArgs: []byte(`{"limit":5}`)},
@@ -213,11 +218,8 @@ func TestMirror(t *testing.T) {
 		{"unparsable arguments", base("Mcp-Param-Account", "acme"),
 			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"account":"acme","account":"b"}`), NewArgs: []byte(`{"account":"x"}`)},
 			Plan{Remove: []string{"mcp-param-account"}, Uncertain: []string{"mcp-param-account"}}},
-		{"binding added by hook", base(),
-			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{}`), NewArgs: []byte(`{"account":"x"}`), Bindings: account},
-			Plan{Set: hdr("mcp-param-account", "x")}},
-		{"binding to non-primitive new value", base("Mcp-Param-Account", "acme"),
-			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"account":"acme"}`), NewArgs: []byte(`{"account":[1]}`), Bindings: account},
+		{"non-primitive new value", base("Mcp-Param-Account", "acme"),
+			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer", OrigArgs: []byte(`{"account":"acme"}`), NewArgs: []byte(`{"account":[1]}`)},
 			Plan{Remove: []string{"mcp-param-account"}, Uncertain: []string{"mcp-param-account"}}},
 		{"renamed tool", base(),
 			Rewrite{Method: "tools/call", OrigName: "transfer", NewName: "transfer_v2", OrigArgs: []byte(`{}`), NewArgs: []byte(`{}`)},
@@ -239,27 +241,5 @@ func TestMirror(t *testing.T) {
 				t.Errorf("Mirror (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-func TestBindingsFromSchema(t *testing.T) {
-	tests := []struct {
-		schema string
-		want   map[string][]string
-		ok     bool
-	}{
-		{`{"type":"object","properties":{"account":{"type":"string","x-mcp-header":"Account"},"n":{"type":"integer"}}}`,
-			map[string][]string{"account": {"account"}}, true},
-		{`{"type":"object","properties":{"ctx":{"type":"object","properties":{"tenant":{"type":"string","x-mcp-header":"Tenant"}}}}}`,
-			map[string][]string{"tenant": {"ctx", "tenant"}}, true},
-		{`{"type":"object","properties":{"a":{"x-mcp-header":"X"},"b":{"x-mcp-header":"x"}}}`, nil, false},
-		{`{"type":"object","properties":{"a":{"x-mcp-header":""},"b":{"x-mcp-header":7}}}`, map[string][]string{}, true},
-		{`not json`, nil, false},
-	}
-	for _, tt := range tests {
-		got, ok := BindingsFromSchema([]byte(tt.schema))
-		if ok != tt.ok || !cmp.Equal(got, tt.want, cmpopts.EquateEmpty()) {
-			t.Errorf("BindingsFromSchema(%s) = %v, %v; want %v, %v", tt.schema, got, ok, tt.want, tt.ok)
-		}
 	}
 }

@@ -15,12 +15,6 @@ type Rewrite struct {
 	Method            string
 	OrigName, NewName string
 	OrigArgs, NewArgs []byte
-	// Bindings maps an Mcp-Param header suffix (lower case, e.g. "account"
-	// for Mcp-Param-Account) to the path of the argument it mirrors, as
-	// the tool's input schema declares with x-mcp-header (see
-	// BindingsFromSchema). Optional: headers it does not cover are matched
-	// by value against the original arguments.
-	Bindings map[string][]string
 }
 
 // Plan is the header mutations that make the standard headers mirror a
@@ -40,9 +34,8 @@ type Plan struct {
 // to the new name when it is present or required and differs. Each
 // Mcp-Param header is rebuilt from the new argument it mirrors: set to its
 // encoding, removed when the argument is gone or null, removed and listed as
-// uncertain when the mirror is not known for sure. With Bindings, headers
-// for bound arguments the request lacked are added when the request
-// declares the standard headers.
+// uncertain when the mirror is not known for sure. Which argument a header
+// mirrors is found by matching its value against the original arguments.
 func Mirror(h []Header, r Rewrite) Plan {
 	var p Plan
 	version, _ := Value(h, HeaderProtocolVersion)
@@ -66,21 +59,7 @@ func Mirror(h []Header, r Rewrite) Plan {
 			p.uncertain(name)
 			continue
 		}
-		if path, ok := r.Bindings[suffix]; ok {
-			p.rebuild(name, params[suffix], next[pathKey(path)])
-			continue
-		}
 		p.byValue(name, params[suffix], orig, next)
-	}
-	if required && errN == nil {
-		for _, suffix := range sortedKeys(r.Bindings) {
-			if _, sent := params[suffix]; sent {
-				continue
-			}
-			if text, k := primitive(next[pathKey(r.Bindings[suffix])]); k == kPrimitive {
-				p.Set = append(p.Set, Header{Name: strings.ToLower(ParamPrefix) + suffix, Value: EncodeValue(text)})
-			}
-		}
 	}
 	return p
 }
@@ -232,47 +211,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
-}
-
-// BindingsFromSchema reads the x-mcp-header annotations of a tool's
-// inputSchema (raw JSON, as listed by tools/list): header suffix (lower
-// case) → argument path, following nested "properties". Annotations that
-// are not non-empty strings are skipped; a header named twice (ignoring
-// case) makes the schema unusable (nil, false) since a server would reject
-// the tool.
-func BindingsFromSchema(schema []byte) (map[string][]string, bool) {
-	type prop struct {
-		Header     jsontext.Value  `json:"x-mcp-header"`
-		Properties map[string]prop `json:"properties"`
-	}
-	var root prop
-	if err := json.Unmarshal(schema, &root); err != nil {
-		return nil, false
-	}
-	out := map[string][]string{}
-	var collect func(props map[string]prop, path []string, depth int) bool
-	collect = func(props map[string]prop, path []string, depth int) bool {
-		if depth > maxDepth {
-			return true
-		}
-		for name, p := range props {
-			at := append(path[:len(path):len(path)], name)
-			var h string
-			if len(p.Header) > 0 && json.Unmarshal(p.Header, &h) == nil && h != "" {
-				key := strings.ToLower(h)
-				if _, dup := out[key]; dup {
-					return false
-				}
-				out[key] = at
-			}
-			if !collect(p.Properties, at, depth+1) {
-				return false
-			}
-		}
-		return true
-	}
-	if !collect(root.Properties, nil, 0) {
-		return nil, false
-	}
-	return out, true
 }

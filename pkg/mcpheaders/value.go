@@ -5,7 +5,7 @@
 //
 // It knows no HTTP library and no Envoy: headers are [Header] pairs as the
 // caller holds them, names compared case-insensitively. It offers the value
-// encoding ([EncodeValue], [Decode], [EncodeArgument]), the version test
+// encoding ([EncodeValue], [Decode]), the version test
 // ([StandardHeaders]), the check of Mcp-Method/Mcp-Name against a body
 // ([Check], a [*MismatchError] the caller answers with HTTP 400 and JSON-RPC
 // [CodeHeaderMismatch]), and the header mutations that keep the mirrors true
@@ -58,9 +58,6 @@ var (
 	// ErrBadEncoding: a sentinel-wrapped value whose payload is not valid
 	// Base64 or not UTF-8.
 	ErrBadEncoding = errors.New("mcpheaders: invalid =?base64?…?= value")
-	// ErrNotPrimitive: an argument that is not a string, boolean or safe
-	// integer cannot be mirrored into a header.
-	ErrNotPrimitive = errors.New("mcpheaders: argument is not a string, boolean or safe integer")
 )
 
 // EncodeValue returns s as a header value: as is when it is plain visible
@@ -151,17 +148,6 @@ func primitive(raw jsontext.Value) (string, kind) {
 		return strconv.FormatInt(int64(f), 10), kPrimitive
 	}
 	return "", kOther
-}
-
-// EncodeArgument returns the header value mirroring the raw JSON argument
-// value raw. It fails with ErrNotPrimitive for null, arrays, objects and
-// numbers that are not safe integers.
-func EncodeArgument(raw []byte) (string, error) {
-	s, k := primitive(jsontext.Value(raw))
-	if k != kPrimitive {
-		return "", ErrNotPrimitive
-	}
-	return EncodeValue(s), nil
 }
 
 // sameValue reports whether a decoded header value carries the primitive
