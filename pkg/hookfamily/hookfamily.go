@@ -19,6 +19,7 @@
 package hookfamily
 
 import (
+	"iter"
 	"slices"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -163,8 +164,8 @@ func ByHook(h cpex.HookType) (*Family, bool) {
 	return nil, false
 }
 
-// Families returns every family, in table order.
-func Families() []*Family { return slices.Clone(families[:]) }
+// Families yields every family, in table order, without copying the table.
+func Families() iter.Seq[*Family] { return slices.Values(families[:]) }
 
 // TargetOf returns the target called name in the family of hook h (a zero
 // family for hooks no family has).

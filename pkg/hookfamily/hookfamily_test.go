@@ -67,7 +67,7 @@ func hooksOf(r *Route) (pre, post cpex.HookType) {
 // pre or its post hook; hooks of other families have none.
 func TestFamilies(t *testing.T) {
 	var hooks []cpex.HookType
-	for _, f := range Families() {
+	for f := range Families() {
 		hooks = append(hooks, f.Pre, f.Post)
 		for _, h := range []cpex.HookType{f.Pre, f.Post} {
 			got, ok := ByHook(h)
@@ -90,7 +90,7 @@ func TestFamilies(t *testing.T) {
 func TestConditions(t *testing.T) {
 	c := &config.Condition{Tools: []string{"t"}, Prompts: []string{"p"}, Resources: []string{"r"}}
 	want := map[string]string{"tools": "t", "prompts": "p", "resources": "r"}
-	for _, f := range Families() {
+	for f := range Families() {
 		if got := f.Conditions(c); len(got) != 1 || got[0] != want[f.ConditionField] {
 			t.Errorf("%s: Conditions = %v, want [%s]", f.Name, got, want[f.ConditionField])
 		}

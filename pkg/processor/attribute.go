@@ -19,15 +19,12 @@ import (
 // records what it was in the sidecar's attribution.Store, and the stream
 // that sees a response it did not forward looks it up there.
 
-// families is hookfamily's table, read once (read-only).
-var families = hookfamily.Families()
-
 // postConfigured reports whether any family's post hook has a plugin. When
 // none has, nothing is recorded and GET streams are not read.
 func (st *stream) postConfigured() bool {
 	if st.post == 0 {
 		st.post = 1
-		for _, f := range families {
+		for f := range hookfamily.Families() {
 			if st.snap.Hooks.Applies(f.Post) {
 				st.post = 2
 				break
@@ -173,7 +170,7 @@ func (st *stream) overflowFailsClosed() bool {
 	if !st.foreign {
 		return false
 	}
-	for _, f := range families {
+	for f := range hookfamily.Families() {
 		if st.snap.Hooks.Applies(f.Post) && st.snap.Hooks.FailClosed(f.Post) {
 			return true
 		}
