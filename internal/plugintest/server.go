@@ -56,7 +56,9 @@ type Server struct {
 	initializes atomic.Int64
 	invokes     atomic.Int64 // invoke_hook calls
 
-	maxHeaderBytes int // http.Server.MaxHeaderBytes; 0: Go's default
+	maxHeaderBytes int    // http.Server.MaxHeaderBytes; 0: Go's default
+	habits         Habits // framing and idle timeout
+	connections    atomic.Int64
 
 	lifecycle sync.Mutex // serialises Stop and Restart
 
@@ -124,6 +126,10 @@ func (s *Server) Running() bool {
 	defer s.mu.Unlock()
 	return s.cur != nil
 }
+
+// Connections returns the TCP connections accepted over the server's whole
+// life, across restarts.
+func (s *Server) Connections() int64 { return s.connections.Load() }
 
 // Initializes returns the number of JSON-RPC initialize requests received
 // over the server's whole life, across restarts (hung ones included).
@@ -251,12 +257,18 @@ func (s *Server) serve(ln net.Listener) {
 		serveDone: make(chan struct{}),
 	}
 	mux := http.NewServeMux()
-	mux.Handle(Path, WrapFlavour(h, s.flavour))
+	mux.Handle(Path, s.habits.wrap(WrapFlavour(h, s.flavour)))
 	inst.srv = &http.Server{
 		Handler:           http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.handle(inst, mux, w, r) }),
 		ReadHeaderTimeout: stopTimeout,
+		IdleTimeout:       s.habits.IdleTimeout,
 		MaxHeaderBytes:    s.maxHeaderBytes,
 		ErrorLog:          log.New(io.Discard, "", 0),
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.connections.Add(1)
+			}
+		},
 	}
 	s.mu.Lock()
 	s.cur = inst

@@ -24,7 +24,7 @@ func newSessionMetrics(reg prometheus.Registerer) sessionMetrics {
 			Help: "Endpoint addresses each plugin's sessions are spread over (1 for a Service address)."},
 			[]string{"plugin"}),
 		causes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "plugin_session_rebuild_causes_total",
-			Help: "Session rebuilds by cause: call (a call found it lost), health (a health check did), idle (the server closed its connection)."},
+			Help: "Session rebuilds by what was seen: not_found (the server does not know the session: a restart, or another replica), unavailable (HTTP 502, 503, 504 in front of the plugin), unreachable (no answer, and none to a ping)."},
 			[]string{"plugin", "cause"}),
 	}
 	reg.MustRegister(s.sessions, s.endpoints, s.causes)

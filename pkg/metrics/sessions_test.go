@@ -12,8 +12,8 @@ import (
 func TestSessionMetrics(t *testing.T) {
 	m := New(prometheus.NewRegistry())
 	m.OnSessions("Guard", pluginclient.Sessions{Ready: 5, Rebuilding: 1, Down: 2, Draining: 3, Endpoints: 2})
-	m.OnRebuildCause("Guard", pluginclient.CauseIdle)
-	m.OnRebuildCause("Guard", pluginclient.CauseIdle)
+	m.OnRebuildCause("Guard", pluginclient.CauseNotFound)
+	m.OnRebuildCause("Guard", pluginclient.CauseNotFound)
 	for _, c := range []struct {
 		got  float64
 		want float64
@@ -24,7 +24,7 @@ func TestSessionMetrics(t *testing.T) {
 		{value(t, m.sess.sessions.WithLabelValues("Guard", "draining")), 3},
 		{value(t, m.sess.sessions.WithLabelValues("Guard", "connecting")), 0},
 		{value(t, m.sess.endpoints.WithLabelValues("Guard")), 2},
-		{value(t, m.sess.causes.WithLabelValues("Guard", "idle")), 2},
+		{value(t, m.sess.causes.WithLabelValues("Guard", "not_found")), 2},
 	} {
 		if c.got != c.want {
 			t.Errorf("got %v, want %v", c.got, c.want)

@@ -19,12 +19,13 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/endpoints"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/mcpconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
 // DefaultSlots is the default of Options.Slots: the sessions (connections)
-// a client keeps to one plugin. A pinned MCP session carries one call at a
-// time, so this is also how many calls to one plugin run at once from one
+// a client keeps to one plugin. An MCP session on a Service address carries
+// one call at a time (one connection, see mcpconn), so this is also how many calls to one plugin run at once from one
 // sidecar; 8 spreads over the 2 to 4 replicas a plugin usually runs (2 to 4
 // sessions each, so one restart leaves most of them working), keeps the
 // plugin's session count per sidecar small (a Python server holds a task
@@ -33,8 +34,8 @@ import (
 const DefaultSlots = 8
 
 // Client is the client of one external plugin: a few slots, each holding
-// one connection (an MCP session, pinned to the replica that created it)
-// replaced through its own reconnect.Supervisor (single flight rebuild,
+// one connection (an MCP session, a gRPC connection, Unix-socket
+// connections) replaced through its own reconnect.Supervisor (single flight rebuild,
 // backoff, circuit breaker) when it is lost. Calls go to the ready slot
 // with the fewest calls in flight. It is safe for concurrent use.
 type Client struct {
@@ -56,7 +57,7 @@ type Client struct {
 	url, port string
 	mcp       *mcp.Client
 	base      http.RoundTripper // Options.HTTPClient's: shared, not pinned
-	tmpl      *http.Transport   // pinned transports are made from it
+	tmpl      *http.Transport   // sessions' own transports are made from it
 
 	slots atomic.Pointer[[]*slot] // the slots taking calls
 	next  atomic.Uint64           // round-robin start among equals
@@ -148,7 +149,7 @@ func orDefault(opt, setting, def time.Duration) time.Duration {
 
 // setMCP prepares the MCP transport: the base RoundTripper of
 // Options.HTTPClient if set (shared by the sessions, fixed slots), else a
-// template for pinned transports with mcp.tls applied and an endpoint
+// template for the sessions' own transports with mcp.tls applied and an endpoint
 // watcher on the URL's host.
 func (c *Client) setMCP(pl config.Plugin, opts Options) error {
 	c.url = pl.MCP.URL
@@ -221,6 +222,22 @@ func validate(pl config.Plugin, custom bool) error {
 		return fmt.Errorf("mcp.url %q: want an http(s) URL", pl.MCP.URL)
 	}
 	return nil
+}
+
+// dialMCP returns the Dialer of a slot: a new MCP session to the plugin
+// URL, dialled to addr if not empty (direct: addr is one replica).
+func (c *Client) dialMCP(addr string, direct bool) Dialer {
+	cfg := mcpconn.Config{
+		URL: c.url, Client: c.mcp, Base: c.base, Template: c.tmpl,
+		Addr: addr, Port: c.port, Direct: direct,
+	}
+	return func(ctx context.Context) (Conn, error) {
+		s, err := mcpconn.Dial(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 }
 
 // Name returns the plugin's name.
@@ -325,7 +342,7 @@ func (c *Client) Close(ctx context.Context) error {
 			for _, sl := range slots {
 				if h := sl.current(); h != nil {
 					h.retire()
-					if err := h.conn.Close(); err != nil {
+					if err := h.close(); err != nil {
 						c.log.Debug().Err(err).Msg("close plugin connection")
 					}
 				}

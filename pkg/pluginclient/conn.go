@@ -2,6 +2,7 @@ package pluginclient
 
 import (
 	"context"
+	"net/http"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 )
@@ -16,7 +17,7 @@ import (
 var ErrConnLost = wireconn.ErrConnLost
 
 // Conn is what one connection to a plugin server provides, whatever the
-// transport: the seam where the MCP session of this package, and gRPC or
+// transport: the seam where the MCP session (mcpconn), and gRPC or
 // framed Unix-socket connections (which have no session: a restart is a
 // broken connection), plug in under the same supervisor (single-flight
 // rebuild, backoff, circuit breaker), health check, metrics and tracing.
@@ -28,7 +29,9 @@ var ErrConnLost = wireconn.ErrConnLost
 // every slot is.
 //
 // A transport implements Conn in its own package, wrapping ErrConnLost into
-// the errors that mean the connection is gone and nothing else, and
+// the errors that mean the connection is gone and nothing else,
+// wireconn.ErrNoAnswer into those of a call that got no answer on a
+// connection that may still live (the client then asks Health), and
 // ErrInvalidReply into replies it cannot decode, and hands its Dialer to the
 // client (New does this itself for the grpc: and unix_socket: sections, see
 // wire.go):
@@ -40,8 +43,8 @@ var ErrConnLost = wireconn.ErrConnLost
 //
 // With Options.Dialer set, New checks only the plugin's name (the transport
 // checks its own config section), and every slot dials through it. Without
-// it, the client speaks MCP Streamable HTTP to pl.MCP.URL (see the package
-// doc for pinning and endpoints).
+// it, the client speaks MCP Streamable HTTP to pl.MCP.URL through mcpconn
+// (see the package doc for sessions and endpoints).
 //
 // Conn methods are called concurrently (several calls in flight on one
 // slot) unless the transport serialises them itself.
@@ -50,13 +53,15 @@ var ErrConnLost = wireconn.ErrConnLost
 // this package) implement it: one interface for every transport.
 type Conn = wireconn.Conn
 
-// Stale is implemented by a Conn that can tell, without a round trip, that
-// it will fail the next call (an MCP session whose pinned connection the
-// server closed while idle). The client then rebuilds it in the background
-// and sends calls to other slots meanwhile.
-type Stale interface {
-	Stale() bool
-}
-
 // Dialer makes a new Conn to one plugin server, bounded by ctx.
 type Dialer func(ctx context.Context) (Conn, error)
+
+// WithHeaders returns a copy of ctx whose plugin calls carry h as extra
+// headers (for example the request's W3C traceparent or x-request-id): HTTP
+// headers on MCP, except the ones the MCP transport owns (Content-Type,
+// Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID) and
+// hop-by-hop headers; metadata on gRPC. h must not be modified after the
+// call.
+func WithHeaders(ctx context.Context, h http.Header) context.Context {
+	return wireconn.WithHeaders(ctx, h)
+}

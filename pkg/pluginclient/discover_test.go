@@ -59,6 +59,7 @@ func TestLegacyServerRefusesDiscover(t *testing.T) {
 			}, plugintest.GoSDK)
 			const slots = 2
 			pool := newPool(t, []config.Plugin{external("guard", srv.URL())}, Options{Slots: slots})
+			eventually(t, "every session ready", func() bool { return pool.Stats("guard").Sessions.Ready == slots })
 			for range 4 {
 				mustInvoke(t, pool, "guard")
 			}

@@ -1,85 +1,69 @@
 // Package pluginclient is the client side of the ContextForge (cpex)
 // external plugin protocol (docs/plugin-protocol.md): a [Client] per plugin
-// keeps a few long-lived MCP Streamable HTTP sessions (Options.Slots,
-// default [DefaultSlots]), with get_plugin_config, the config merge,
-// invoke_hook, TLS, health checks, and transparent session rebuild when a
-// plugin server restarts. A [Pool] is a fixed set of clients looked up by
+// keeps a few long-lived connections (Options.Slots, default
+// [DefaultSlots]) over one of three sibling transports behind the [Conn]
+// seam: MCP Streamable HTTP sessions (mcpconn), gRPC (grpcconn), or cpex's
+// framed Unix socket (unixconn). It fetches and merges the plugin config,
+// runs invoke_hook, health-checks, and rebuilds a connection when the
+// server says it is gone. A [Pool] is a fixed set of clients looked up by
 // name.
+//
+// # One call's path
+//
+// Client.invoke (invoke.go) is the whole path of a call: choose the ready
+// slot with the fewest calls in flight (waiting for a rebuild in progress
+// only when no slot is ready), send, then by what the transport said:
+//
+//	the call got                         next
+//	an answer (reply, plugin error,      returned, never retried: a plugin
+//	refusal, invalid reply, timeout)     with side effects must not run twice
+//	ErrConnLost: the server says the     that slot rebuilt (once for all its
+//	session is gone, or 502/503/504      callers), the call retried once on it
+//	wireconn.ErrNoAnswer: the            a ping on the same session: it
+//	connection under the call ended,     answers, the call is retried once on
+//	no answer came                       it; it does not, rebuild and retry
+//
+// A session lives in the server, not in a TCP connection: a closed idle
+// connection (Node.js and uvicorn close them after 5 s) is dialled again by
+// the next call, and a quiet plugin costs nothing (no background rebuild,
+// no keep-alive traffic). See mcpconn for how answers are classified.
 //
 // # Sessions, replicas and endpoints
 //
-// Each session rides one HTTP/1.1 connection of its own (see pin.go), so
-// all its requests reach the replica that created it, whatever balances
-// connections in between: a ClusterIP Service needs no session affinity.
-// The client resolves the plugin URL's host ([endpoints.Watcher]: at Start,
-// every Options.ResolveInterval, and soon after a failed connection) and
-// spreads its sessions over the addresses, at least one each: a headless
-// Service's pods each get sessions, a Service address gets them all. Sessions
-// of an address that disappears drain (no new calls, closed once their
-// calls are done); a new address gets new sessions. The Host header and the
-// TLS server name stay the URL's. With several addresses each is a Pod: its
+// An MCP session on a Service address uses one connection at a time, so
+// while it lives all its requests reach the replica that created it,
+// whatever balances connections in between: a ClusterIP Service needs no
+// session affinity. When the connection ends, a new one that reaches
+// another replica is answered "session not found" before anything ran:
+// the session is rebuilt there and the call retried once. The client
+// resolves the plugin URL's host ([endpoints.Watcher]: at Start, every
+// Options.ResolveInterval, and soon after a failed connection) and spreads
+// its sessions over the addresses, at least one each: a headless Service's
+// pods each get sessions, a Service address gets them all. Sessions of an
+// address that disappears drain (no new calls, closed once their calls are
+// done); a new address gets new sessions. The Host header and the TLS
+// server name stay the URL's. With several addresses each is a Pod: its
 // sessions may use several connections at once.
 //
-// A call goes to the ready session with the fewest calls in flight (a
-// pinned session carries one call at a time); a session being rebuilt, or
-// whose connection the server closed while idle, is skipped and rebuilt in
-// the background. The plugin is Ready while any session is, and Down (its
-// circuit open, calls failing at once with [ErrPluginDown]) only when every
-// session's circuit is open.
-//
 // A plugin server that speaks MCP 2026-07-28 (server/discover) is used
-// without sessions: no initialize, any replica serves any call, and its
-// connections are never stale. Older servers get the 2025-11-25 initialize.
+// without sessions: no initialize, any replica serves any call. Older
+// servers get the 2025-11-25 initialize.
 //
-// # Answers, session loss and rebuild
+// # Rebuilds and the circuit
 //
-// What crossed the wire decides, observed at the HTTP layer by a
-// RoundTripper under the go-sdk transport (not by matching error text).
-// Every answer about ONE call is that call's error, returned once and never
-// retried (a plugin with side effects must not run twice); only what says
-// the session is gone makes a rebuild:
-//
-//	what the call got                                   verdict         the call's error
-//	2xx with a valid invoke_hook reply                  answer          none
-//	2xx, tool error (isError) or not a reply            answer          ErrInvalidReply
-//	2xx JSON body that is not JSON-RPC                  answer          ErrInvalidReply
-//	JSON-RPC error sent by the server                   answer          the *jsonrpc.Error
-//	4xx/5xx not listed below (400, 413, 429, 431, 500)  answer          ErrRefused
-//	404 to a request carrying Mcp-Session-Id            session gone    rebuild, retry once
-//	400 to Mcp-Session-Id whose body mentions a session session gone    rebuild, retry once
-//	502, 503, 504 (nothing behind a Kubernetes Service) session gone    rebuild, retry once
-//	connection refused or reset, EOF, TLS failure,      session gone    rebuild, retry once
-//	body cut off, go-sdk ErrSessionMissing or
-//	ErrConnectionClosed
-//	SSE stream ended cleanly without an answer          unknown         ping: retry once on the
-//	                                                                    session if it answers,
-//	                                                                    else rebuild and retry
-//
-// A refusal is turned into a RoundTrip error, which the go-sdk treats as one
-// failed call: handed over as a response, a non-2xx without a JSON-RPC body
-// would break the whole connection (every later call failing).
-//
-// On session loss the lost session is closed without a DELETE (the server
-// does not know it), a new one is connected (full initialize, no stale
-// session id), the plugin config is fetched and merged again, and the failed
-// invoke_hook is retried once. Concurrent calls that hit the same dead
-// session share one rebuild.
-//
-// Each session is rebuilt on its own. A rebuild makes mcp.reconnect_attempts
-// connection attempts (at least one),
-// spaced by exponential backoff with full jitter (base mcp.reconnect_delay).
-// When all fail, the circuit opens: the plugin is Down, every call fails at
-// once with ErrPluginDown, and a background loop reconnects with capped
-// backoff and closes the circuit as soon as the plugin answers. Health checks
-// (MCP ping every plugin_health_check_interval) find a dead session before a
-// request does. A plugin that is down at Start does not stop the client.
-//
-// # Other transports
-//
-// cpex also serves plugins over gRPC and a framed Unix socket, where no
-// session exists and a restart is a broken connection. [Conn] is what one
-// connection of any transport provides; see conn.go for how a transport
-// plugs in under the same circuit breaker, health check and metrics.
+// A lost session is closed without a DELETE (the server does not know it),
+// a new one is connected (full initialize, no stale session id), the plugin
+// config is fetched and merged again. Calls in flight on a replaced
+// connection finish on it. Each slot is rebuilt on its own: a rebuild makes
+// mcp.reconnect_attempts connection attempts (at least one), spaced by
+// exponential backoff with full jitter (base mcp.reconnect_delay). When all
+// fail, the slot's circuit opens; the plugin is Down (every call failing at
+// once with [ErrPluginDown]) only when every slot's circuit is open, while a
+// background loop reconnects with capped backoff. Health checks (a ping
+// every plugin_health_check_interval) find a dead session before a request
+// does. A plugin that is down at Start does not stop the client. Every
+// rebuild is logged at warn with what was seen, and counted by cause
+// (CauseNotFound, CauseUnavailable, CauseUnreachable).
 package pluginclient
 
 import (
@@ -91,6 +75,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/endpoints"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
@@ -105,10 +90,11 @@ var (
 	// a valid invoke_hook reply (neither result nor error, not JSON, or a
 	// tool error). It is a plugin error.
 	ErrInvalidReply = cpex.ErrInvalidReply
-	// ErrRefused means the plugin server refused the HTTP request of this
-	// one call (e.g. 413, 431, a 400 that does not mention a session, 500):
-	// a plugin error for that call; the session is kept.
-	ErrRefused = errors.New("plugin refused the request")
+	// ErrRefused means the plugin server refused the request of this one
+	// call (e.g. HTTP 413, 431, a 400 that does not mention a session,
+	// 500; a gRPC status): a plugin error for that call; the session is
+	// kept.
+	ErrRefused = wireconn.ErrRefused
 	// ErrTimeout means the call did not finish before its deadline (the
 	// caller's, or Options.PluginTimeout). Such errors also match
 	// context.DeadlineExceeded.
@@ -213,7 +199,8 @@ type Options struct {
 }
 
 // SessionObserver is implemented by an Observer that also wants the
-// per-session events: rebuilds by cause (CauseCall, CauseHealth, CauseIdle)
+// per-session events: rebuilds by cause (CauseNotFound, CauseUnavailable,
+// CauseUnreachable)
 // and the plugin's sessions by state, reported whenever they change (all
 // zero once the client is closed).
 type SessionObserver interface {

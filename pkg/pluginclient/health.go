@@ -47,6 +47,6 @@ func (c *Client) healthCheck(ctx context.Context, sl *slot) {
 	}
 	c.log.Warn().Err(err).Str("addr", sl.addr).Msg("plugin health check failed")
 	if errors.Is(err, ErrConnLost) {
-		sl.invalidate(h, CauseHealth, err)
+		sl.invalidate(h, err)
 	}
 }

@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
-
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
-// invoke runs invoke_hook on a slot, retrying once (and rebuilding that
-// slot's connection) if the connection was lost.
+// invoke is the path of one call: choose a slot, send, and if nothing
+// answered, one retry: on the same session when it still answers (the
+// connection under the call ended, the session did not), else on that
+// slot rebuilt (or another slot when it cannot be). An answer about the
+// call, whatever it says, is returned and never retried: a plugin with side
+// effects must not run twice.
 func (c *Client) invoke(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
 		var cancel context.CancelFunc
@@ -29,25 +31,47 @@ func (c *Client) invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		return nil, c.wrap(ctx, err)
 	}
 	reply, err := sl.call(ctx, h, hook, payload, pctx)
-	if err == nil || ctx.Err() != nil || !errors.Is(err, ErrConnLost) {
+	if err == nil || ctx.Err() != nil || !unanswered(err) {
 		return reply, c.wrap(ctx, err)
 	}
-	// The connection is gone and the call got no answer: one rebuild of
-	// that slot for all callers, and one retry on the rebuilt connection.
-	sl.invalidate(h, CauseCall, err)
-	sl2, h2, err := c.pickAfterLoss(ctx, sl, h)
+	sl, h, err = c.recover(ctx, sl, h, err)
 	if err != nil {
 		return nil, c.wrap(ctx, err)
 	}
-	reply, err = sl2.call(ctx, h2, hook, payload, pctx)
-	if err != nil {
-		c.log.Warn().Err(err).Str("addr", sl2.addr).Msg("plugin call failed again after a lost connection")
-		if errors.Is(err, ErrConnLost) {
-			sl2.invalidate(h2, CauseCall, err)
+	reply, err = sl.call(ctx, h, hook, payload, pctx)
+	if err != nil && ctx.Err() == nil {
+		c.log.Warn().Err(err).Str("addr", sl.addr).Msg("plugin call failed again after getting no answer")
+		if unanswered(err) {
+			sl.invalidate(h, err)
 		}
 	}
 	c.ev.retry(err == nil)
 	return reply, c.wrap(ctx, err)
+}
+
+// unanswered reports whether a call's error means nothing answered it: the
+// connection or session is gone (ErrConnLost), or the call got no answer
+// (ErrNoAnswer).
+func unanswered(err error) bool {
+	return errors.Is(err, ErrConnLost) || errors.Is(err, wireconn.ErrNoAnswer)
+}
+
+// recover returns where to retry a call that got no answer on h (err):
+// h itself if its session answers a ping, else h's slot rebuilt.
+func (c *Client) recover(ctx context.Context, sl *slot, h *held, err error) (*slot, *held, error) {
+	if !errors.Is(err, ErrConnLost) && sl.enter(h) {
+		perr := h.conn.Health(ctx)
+		if perr == nil {
+			return sl, h, nil
+		}
+		sl.leave(h)
+		if ctx.Err() != nil {
+			return nil, nil, ctx.Err()
+		}
+		err = perr
+	}
+	sl.invalidate(h, err)
+	return c.pickAfterLoss(ctx, sl, h)
 }
 
 // pickAfterLoss enters the retry of a call whose connection (lost) was
@@ -62,8 +86,7 @@ func (c *Client) pickAfterLoss(ctx context.Context, sl *slot, lost *held) (*slot
 		return nil, nil, err
 	}
 	if err == nil {
-		if h := sl.current(); h != nil && h.epoch != lost.epoch && h.enter() {
-			sl.inflight.Add(1)
+		if h := sl.current(); h != nil && h.epoch != lost.epoch && sl.enter(h) {
 			return sl, h, nil
 		}
 	}
@@ -72,11 +95,24 @@ func (c *Client) pickAfterLoss(ctx context.Context, sl *slot, lost *held) (*slot
 
 // call runs hook on h, a Conn the caller entered; it leaves it.
 func (sl *slot) call(ctx context.Context, h *held, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	defer func() {
-		sl.inflight.Add(-1)
-		h.leave()
-	}()
+	defer sl.leave(h)
 	return h.conn.InvokeHook(ctx, hook, sl.c.name, payload, pctx)
+}
+
+// enter registers a call on h, the slot's Conn; it fails once h is
+// retiring.
+func (sl *slot) enter(h *held) bool {
+	if !h.enter() {
+		return false
+	}
+	sl.inflight.Add(1)
+	return true
+}
+
+// leave ends a call registered by enter.
+func (sl *slot) leave(h *held) {
+	sl.inflight.Add(-1)
+	h.leave()
 }
 
 // pick enters a call on the usable slot with the fewest calls in flight
@@ -98,8 +134,7 @@ func (c *Client) pick(ctx context.Context, avoid *slot) (*slot, *held, error) {
 			continue
 		}
 		if sl != nil {
-			if h := sl.current(); h != nil && h.enter() {
-				sl.inflight.Add(1)
+			if h := sl.current(); h != nil && sl.enter(h) {
 				return sl, h, nil
 			}
 			continue // replaced meanwhile: choose again
@@ -189,49 +224,6 @@ func waitable(slots []*slot) *slot {
 	return nil
 }
 
-// answered reports whether err is the server's answer to the call (as
-// opposed to no answer at all): a JSON-RPC error, a refusal, a reply that
-// is not a valid invoke_hook reply, or anything after a whole JSON body
-// arrived.
-func answered(err error, ex *exchange) bool {
-	return ex.answered.Load() || serverError(err) ||
-		errors.Is(err, ErrInvalidReply) || errors.Is(err, ErrRefused)
-}
-
-// answerError is the call's error for an answer: an answer that is neither
-// a JSON-RPC error nor a refusal could not be understood, hence invalid.
-func answerError(err error) error {
-	if serverError(err) || errors.Is(err, ErrInvalidReply) || errors.Is(err, ErrRefused) {
-		return err
-	}
-	return fmt.Errorf("%w: %w", ErrInvalidReply, err)
-}
-
-// sdkCodes are the codes of the go-sdk's own jsonrpc.Error values (client
-// closing, server closing, rejected by transport): errors made on this side
-// of the wire, not answers.
-var sdkCodes = map[int64]bool{-32003: true, -32004: true, -32005: true}
-
-// serverError reports whether err's tree holds a JSON-RPC error the server
-// sent.
-func serverError(err error) bool {
-	var we *jsonrpc.Error
-	if errors.As(err, &we) && !sdkCodes[we.Code] {
-		return true
-	}
-	switch u := err.(type) {
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			if serverError(e) {
-				return true
-			}
-		}
-	case interface{ Unwrap() error }:
-		return serverError(u.Unwrap())
-	}
-	return false
-}
-
 // wrap maps err to the package's sentinels, naming the plugin. Context
 // errors are judged from ctx itself, not from err's chain.
 func (c *Client) wrap(ctx context.Context, err error) error {
@@ -251,17 +243,4 @@ func (c *Client) wrap(ctx context.Context, err error) error {
 		return fmt.Errorf("plugin %s: %w", c.name, ErrNotStarted)
 	}
 	return fmt.Errorf("plugin %s: %w", c.name, err)
-}
-
-// invokeParams are the tools/call params of invoke_hook.
-func invokeParams(hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) *mcp.CallToolParams {
-	return &mcp.CallToolParams{
-		Name: cpex.ToolInvokeHook,
-		Arguments: cpex.InvokeHookArgs{
-			HookType:   hook,
-			PluginName: plugin,
-			Payload:    payload,
-			Context:    pctx,
-		},
-	}
 }

@@ -2,6 +2,7 @@ package pluginclient
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,19 +10,35 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
 )
 
-// Rebuild causes, reported to a [SessionObserver].
+// Rebuild causes, reported to a [SessionObserver]: what the call or health
+// check that found the connection gone saw.
 const (
-	// CauseCall: a call found the connection gone.
-	CauseCall = "call"
-	// CauseHealth: a health check found the connection gone.
-	CauseHealth = "health"
-	// CauseIdle: the server closed the pinned connection of an idle
-	// session (keep-alive timeout), found before the next call.
-	CauseIdle = "idle"
+	// CauseNotFound: the server answered that it does not know the session
+	// (it restarted, or a new connection reached another replica).
+	CauseNotFound = "not_found"
+	// CauseUnavailable: something in front of the plugin answered that
+	// nothing is behind it (HTTP 502, 503, 504).
+	CauseUnavailable = "unavailable"
+	// CauseUnreachable: the server could not be reached (connection refused
+	// or reset, no answer to a call and then none to a ping), or the
+	// connection broke for good.
+	CauseUnreachable = "unreachable"
 )
+
+// lossCause returns the rebuild cause of err, a connection loss.
+func lossCause(err error) string {
+	switch {
+	case errors.Is(err, wireconn.ErrSessionGone):
+		return CauseNotFound
+	case errors.Is(err, wireconn.ErrUnavailable):
+		return CauseUnavailable
+	}
+	return CauseUnreachable
+}
 
 // slot is one of a client's connections: its own supervisor (single-flight
 // rebuild, backoff, circuit) and the Conn it holds. A draining slot takes no
@@ -48,7 +65,7 @@ func (c *Client) newSlot(addr string, dial Dialer) *slot {
 		Attempts: c.attempts,
 		Backoff:  c.backoff,
 		OnRebuild: func() {
-			cause := CauseCall
+			cause := CauseUnreachable
 			if p := sl.cause.Load(); p != nil {
 				cause = *p
 			}
@@ -77,32 +94,23 @@ func (sl *slot) current() *held {
 	return sl.cur
 }
 
-// usable reports whether the slot takes a call now. A stale connection is
-// rebuilt in the background and the slot skipped meanwhile.
+// usable reports whether the slot takes a call now: not draining, its
+// circuit closed, no rebuild running, a connection held. A quiet slot costs
+// nothing: an idle connection the server closed is dialled again by the
+// next call, never rebuilt in the background.
 func (sl *slot) usable() bool {
-	if sl.draining.Load() || !sl.sup.Usable() {
-		return false
-	}
-	h := sl.current()
-	if h == nil {
-		return false
-	}
-	if st, ok := h.conn.(Stale); ok && st.Stale() {
-		sl.invalidate(h, CauseIdle, nil)
-		return false
-	}
-	return true
+	return !sl.draining.Load() && sl.sup.Usable() && sl.current() != nil
 }
 
-// invalidate reports h's connection lost: the slot is rebuilt in the
-// background (once, however many report it).
-func (sl *slot) invalidate(h *held, cause string, err error) {
+// invalidate reports h's connection lost (err says what was seen): the
+// slot is rebuilt in the background (once, however many report it).
+func (sl *slot) invalidate(h *held, err error) {
 	if sl.draining.Load() {
 		return
 	}
-	if err != nil {
-		sl.lossErr.Store(&err)
-	}
+	cause := lossCause(err)
+	h.lost.Store(true)
+	sl.lossErr.Store(&err)
 	sl.cause.Store(&cause)
 	sl.sup.Invalidate(h.epoch)
 }
@@ -155,7 +163,8 @@ func (sl *slot) close(ctx context.Context) {
 // calls in flight on it are done (see closeWhenIdle).
 type held struct {
 	conn  Conn
-	epoch uint64 // the supervisor's connection number
+	epoch uint64      // the supervisor's connection number
+	lost  atomic.Bool // reported lost: closed without telling the server
 
 	mu       sync.Mutex
 	active   int
@@ -202,18 +211,22 @@ func (h *held) retire() <-chan struct{} {
 	return h.idle
 }
 
+// retireGrace is how much longer than the plugin timeout a replaced
+// connection waits for its calls in flight before it is closed.
+const retireGrace = time.Second
+
 // closeWhenIdle retires h and closes it in the background once the calls in
 // flight on it are done, so that a rebuild never fails them: they finish on
 // h (a dead server fails them by itself, and they are retried elsewhere).
 // The wait is bounded by the plugin timeout (the longest a call without its
-// own deadline runs) plus deleteTimeout, and ends at once when ctx (the
+// own deadline runs) plus retireGrace, and ends at once when ctx (the
 // client's life) ends.
 func (c *Client) closeWhenIdle(ctx context.Context, h *held) {
 	idle := h.retire()
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTimer(c.timeout + deleteTimeout)
+		t := time.NewTimer(c.timeout + retireGrace)
 		defer t.Stop()
 		select {
 		case <-idle:
@@ -221,8 +234,23 @@ func (c *Client) closeWhenIdle(ctx context.Context, h *held) {
 			c.log.Debug().Msg("closing a replaced plugin connection with calls still in flight")
 		case <-ctx.Done():
 		}
-		if err := h.conn.Close(); err != nil {
+		if err := h.close(); err != nil {
 			c.log.Debug().Err(err).Msg("close plugin connection")
 		}
 	}()
+}
+
+// abandoner is implemented by a Conn that can be closed without telling
+// the server (an MCP session: no DELETE), for a connection that was lost:
+// the server does not know it any more, or cannot be reached.
+type abandoner interface {
+	Abandon() error
+}
+
+// close closes h's Conn, abandoning it if it was lost.
+func (h *held) close() error {
+	if a, ok := h.conn.(abandoner); ok && h.lost.Load() {
+		return a.Abandon()
+	}
+	return h.conn.Close()
 }

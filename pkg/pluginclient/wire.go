@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -128,7 +127,7 @@ var reservedMetadata = map[string]bool{
 // span whatever the transport. The Unix-socket transport has no place for
 // them and ignores it.
 func withMetadata(ctx context.Context) context.Context {
-	h, _ := ctx.Value(headersKey{}).(http.Header)
+	h := wireconn.Headers(ctx)
 	if len(h) == 0 {
 		return ctx
 	}

@@ -1,4 +1,4 @@
-package pluginclient
+package mcpconn
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 )
 
 // TestSessionRTVerdicts checks which answers mark a session lost
@@ -48,7 +50,7 @@ func TestSessionRTVerdicts(t *testing.T) {
 				_, _ = io.WriteString(w, tt.body)
 			}))
 			defer srv.Close()
-			rt := newSessionRT(srv.Client().Transport)
+			rt := newSessionRT(srv.Client().Transport, nil)
 			req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
 			if tt.session != "" {
 				req.Header.Set(sessionHeader, tt.session)
@@ -56,7 +58,7 @@ func TestSessionRTVerdicts(t *testing.T) {
 			ctx, ex := withExchange(context.Background())
 			resp, err := rt.RoundTrip(req.WithContext(ctx))
 			if tt.wantRefused {
-				if !errors.Is(err, ErrRefused) || !ex.answered.Load() || ex.gone.Load() {
+				if !errors.Is(err, wireconn.ErrRefused) || !ex.answered.Load() || ex.gone.Load() {
 					t.Errorf("RoundTrip = %v, answered %v, gone %v; want ErrRefused, answered", err, ex.answered.Load(), ex.gone.Load())
 				}
 				if rt.lostErr() != nil {
@@ -82,6 +84,7 @@ func TestSessionRTVerdicts(t *testing.T) {
 	}
 }
 
+// A connection that ends is no verdict on the session: only answers are.
 func TestSessionRTTransportErrors(t *testing.T) {
 	// Connection refused.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -90,13 +93,13 @@ func TestSessionRTTransportErrors(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	rt := newSessionRT(http.DefaultTransport)
+	rt := newSessionRT(http.DefaultTransport, nil)
 	req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/mcp", strings.NewReader(`{}`))
 	if _, err := rt.RoundTrip(req); err == nil {
 		t.Fatal("RoundTrip to a closed port succeeded")
 	}
-	if rt.lostErr() == nil {
-		t.Error("connection refused did not mark the session lost")
+	if rt.lostErr() != nil {
+		t.Errorf("connection refused marked the session lost: %v (only the server's word does)", rt.lostErr())
 	}
 
 	// The caller giving up is not a lost session.
@@ -109,7 +112,7 @@ func TestSessionRTTransportErrors(t *testing.T) {
 	}))
 	defer srv.Close()
 	defer close(block)
-	rt = newSessionRT(srv.Client().Transport)
+	rt = newSessionRT(srv.Client().Transport, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	req, _ = http.NewRequestWithContext(ctx, http.MethodPost, srv.URL, strings.NewReader(`{}`))
@@ -129,7 +132,7 @@ func TestSessionRTTransportErrors(t *testing.T) {
 		conn.Close()
 	}))
 	defer cut.Close()
-	rt = newSessionRT(cut.Client().Transport)
+	rt = newSessionRT(cut.Client().Transport, nil)
 	req, _ = http.NewRequest(http.MethodPost, cut.URL, strings.NewReader(`{}`))
 	resp, err := rt.RoundTrip(req)
 	if err != nil {
@@ -140,8 +143,8 @@ func TestSessionRTTransportErrors(t *testing.T) {
 	if err == nil {
 		t.Fatal("cut body read without error")
 	}
-	if rt.lostErr() == nil {
-		t.Error("a body cut mid-answer did not mark the session lost")
+	if rt.lostErr() != nil {
+		t.Errorf("a body cut mid-answer marked the session lost: %v (only the server's word does)", rt.lostErr())
 	}
 }
 
@@ -164,7 +167,7 @@ func TestSessionRTRetireAndDelete(t *testing.T) {
 	defer close(release)
 
 	// A live session's DELETE goes out.
-	rt := newSessionRT(srv.Client().Transport)
+	rt := newSessionRT(srv.Client().Transport, nil)
 	del := func(rt *sessionRT) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodDelete, srv.URL, nil)
@@ -189,7 +192,7 @@ func TestSessionRTRetireAndDelete(t *testing.T) {
 
 	// Retiring aborts requests in flight, refuses new ones, and skips the
 	// DELETE of the dead session.
-	rt = newSessionRT(srv.Client().Transport)
+	rt = newSessionRT(srv.Client().Transport, nil)
 	errc := make(chan error, 1)
 	go func() {
 		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
@@ -231,8 +234,8 @@ func TestWithHeaders(t *testing.T) {
 		got <- r.Header.Clone()
 	}))
 	defer srv.Close()
-	rt := newSessionRT(srv.Client().Transport)
-	ctx := WithHeaders(context.Background(), http.Header{
+	rt := newSessionRT(srv.Client().Transport, nil)
+	ctx := wireconn.WithHeaders(context.Background(), http.Header{
 		"Traceparent":    {"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 		"x-request-id":   {"req-42"},
 		"Mcp-Session-Id": {"evil"},

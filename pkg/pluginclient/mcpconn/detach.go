@@ -1,4 +1,4 @@
-package pluginclient
+package mcpconn
 
 import (
 	"context"
@@ -20,8 +20,8 @@ const drainGrace = time.Second
 // the session is retired or closed, or when the caller's context ends,
 // except that once release(true) was called (the response headers are in)
 // the body gets drainGrace more to be read to its end. release(false) ends
-// the context at once; it must be called exactly once more after any
-// release(true).
+// the context at once (later calls do nothing); it must be called after
+// any release(true).
 func detach(caller, session context.Context) (context.Context, func(answered bool)) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(caller))
 	stopSession := context.AfterFunc(session, cancel)

@@ -1,4 +1,4 @@
-package pluginclient
+package mcpconn
 
 import (
 	"bytes"
@@ -10,30 +10,38 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 )
 
 // sessionHeader is the MCP session header (canonical form).
 const sessionHeader = "Mcp-Session-Id"
 
-// maxPeek is how much of a 400 answer is read to tell "no valid session"
-// from other bad requests.
-const maxPeek = 4 << 10
-
-// maxQuote is how much of a refused answer's body an error quotes.
-const maxQuote = 256
+const (
+	// maxPeek is how much of a 400 answer is read to tell "no valid
+	// session" from other bad requests.
+	maxPeek = 4 << 10
+	// maxQuote is how much of a refused answer's body an error quotes.
+	maxQuote = 256
+	// maxDrain is how much of an answer's unread rest is read before its
+	// body is closed, so that its connection can be reused. An empty
+	// chunked 202 (Node.js) still has its terminating chunk unread when the
+	// go-sdk closes it; Go's transport closes a connection whose body was
+	// not read to its end.
+	maxDrain = 64 << 10
+)
 
 // errSessionRetired is what requests on a retired session fail with, without
 // reaching the network.
 var errSessionRetired = errors.New("plugin session retired")
 
-type headersKey struct{}
-
 // exchangeKey is the context key of the exchange of one call.
 type exchangeKey struct{}
 
-// exchange is what the RoundTripper saw of one call's request: whether the
-// server answered it (a refusal, or a whole JSON body, however invalid), and
-// whether its answer said the session is gone. A nil *exchange records
+// exchange is what the RoundTripper saw of one call's requests: whether the
+// server answered (a refusal, or a whole JSON body, however invalid), and
+// whether an answer said the session is gone. A nil *exchange records
 // nothing.
 type exchange struct {
 	answered, gone atomic.Bool
@@ -57,18 +65,8 @@ func withExchange(ctx context.Context) (context.Context, *exchange) {
 	return context.WithValue(ctx, exchangeKey{}, ex), ex
 }
 
-// WithHeaders returns a copy of ctx whose plugin calls carry h as extra HTTP
-// headers (for example the request's W3C traceparent or x-request-id). The
-// headers are set on every HTTP request a call makes, replacing headers of
-// the same name, except the ones the MCP transport owns (Content-Type,
-// Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID) and
-// hop-by-hop headers, which are never changed. h must not be modified after
-// the call.
-func WithHeaders(ctx context.Context, h http.Header) context.Context {
-	return context.WithValue(ctx, headersKey{}, h)
-}
-
-// protectedHeaders are never overridden by WithHeaders.
+// protectedHeaders are never overridden by the caller's headers
+// (wireconn.WithHeaders): the MCP transport and HTTP/1.1 own them.
 var protectedHeaders = map[string]bool{
 	"Content-Type":         true,
 	"Content-Length":       true,
@@ -84,46 +82,37 @@ var protectedHeaders = map[string]bool{
 	"Keep-Alive":           true,
 }
 
-// sessionRT is the http.RoundTripper of one MCP session. It is the seam
-// where session loss is observed (docs/plugin-protocol.md §5): it
-// records, from status codes and transport errors, that the server no
-// longer has the session, and it cuts the session loose when it is retired
-// or closed.
-//
-// Verdicts (only while the request's own context is alive):
-//   - 404 to a request carrying Mcp-Session-Id (go-sdk plain text, Python
-//     and TypeScript JSON-RPC bodies alike);
-//   - 400 to a request carrying Mcp-Session-Id whose body mentions a
-//     session ("No valid session ID provided"); other 400s are left alone,
-//     since a deterministic bad request would otherwise rebuild forever;
-//   - 502, 503, 504 (nothing behind the Kubernetes Service);
-//   - any transport error: connection refused or reset, EOF, TLS failure;
-//   - a response body that breaks off with an error (server killed while
-//     answering).
+// sessionRT is the http.RoundTripper of one MCP session, under the go-sdk's
+// transport. It is where the server's word about the session is heard:
+// it records an answer that says the server no longer has the session
+// (package doc), reads every answer to its end before it is closed, and
+// cuts the session loose when it is retired or closed. A connection that
+// ends is not a verdict: the next request dials again.
 type sessionRT struct {
-	base http.RoundTripper
+	base  http.RoundTripper
+	dials func() int64 // connections dialled so far; nil: unknown
 
 	ctx    context.Context // cancelled when the session is retired or closed
 	cancel context.CancelFunc
 
 	mu        sync.Mutex
-	lost      error           // why the session is lost; nil while healthy
+	lost      error           // why the server says the session is gone; nil while it lives
 	deleteCtx context.Context // bounds the DELETE sent by Close; nil: no bound
 }
 
-func newSessionRT(base http.RoundTripper) *sessionRT {
+func newSessionRT(base http.RoundTripper, dials func() int64) *sessionRT {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &sessionRT{base: base, ctx: ctx, cancel: cancel}
+	return &sessionRT{base: base, dials: dials, ctx: ctx, cancel: cancel}
 }
 
-// lostErr returns why the session is considered lost, or nil.
+// lostErr returns why the session is gone, or nil.
 func (rt *sessionRT) lostErr() error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.lost
 }
 
-// markLost records the first reason the session is lost.
+// markLost records the first reason the session is gone.
 func (rt *sessionRT) markLost(err error) {
 	rt.mu.Lock()
 	if rt.lost == nil {
@@ -132,16 +121,15 @@ func (rt *sessionRT) markLost(err error) {
 	rt.mu.Unlock()
 }
 
-// retire marks the session lost (so its DELETE is skipped: the server does
-// not have it) and aborts its requests in flight, which then fail at once
-// instead of waiting for a dead server.
+// retire marks the session gone (so its DELETE is skipped) and aborts its
+// requests in flight, which then fail at once.
 func (rt *sessionRT) retire(why error) {
 	rt.markLost(why)
 	rt.cancel()
 }
 
-// shutdown prepares a graceful close: requests in flight are aborted, and the
-// DELETE that ends a live session is bounded by ctx.
+// shutdown prepares a graceful close: requests in flight are aborted, and
+// the DELETE that ends a live session is bounded by ctx.
 func (rt *sessionRT) shutdown(ctx context.Context) {
 	rt.mu.Lock()
 	rt.deleteCtx = ctx
@@ -160,25 +148,9 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	callerCtx := req.Context()
 	ctx, release := detach(callerCtx, rt.ctx)
-
-	out := req.WithContext(ctx)
-	if h, _ := callerCtx.Value(headersKey{}).(http.Header); len(h) > 0 {
-		out.Header = req.Header.Clone()
-		for k, vs := range h {
-			ck := http.CanonicalHeaderKey(k)
-			if protectedHeaders[ck] || len(vs) == 0 {
-				continue
-			}
-			out.Header[ck] = append([]string(nil), vs...)
-		}
-	}
-
-	resp, err := rt.base.RoundTrip(out)
+	resp, err := rt.base.RoundTrip(withCallerHeaders(req.WithContext(ctx), callerCtx))
 	if err != nil {
 		release(false)
-		if callerCtx.Err() == nil && rt.ctx.Err() == nil {
-			rt.markLost(fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), err))
-		}
 		return nil, err
 	}
 	ex, _ := callerCtx.Value(exchangeKey{}).(*exchange)
@@ -191,17 +163,35 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		// would break the whole connection; as a RoundTrip error it is
 		// this call's error alone.
 		ex.setAnswered()
-		err := refusal(resp)
+		err := refusal(resp, func() { release(false) })
 		release(false)
 		return nil, err
 	}
 	release(true) // the answer is in: let the body drain past the caller's end
-	wb := &watchedBody{ReadCloser: resp.Body, rt: rt, ctx: callerCtx, release: func() { release(false) }}
+	wb := &drainedBody{ReadCloser: resp.Body, release: func() { release(false) }}
 	if mediaType(resp.Header.Get("Content-Type")) == "application/json" {
 		wb.ex = ex // a whole JSON body is the server's answer
 	}
 	resp.Body = wb
 	return resp, nil
+}
+
+// withCallerHeaders returns out with the caller's headers
+// (wireconn.WithHeaders on callerCtx) set, except the protected ones.
+func withCallerHeaders(out *http.Request, callerCtx context.Context) *http.Request {
+	h := wireconn.Headers(callerCtx)
+	if len(h) == 0 {
+		return out
+	}
+	out.Header = out.Header.Clone()
+	for k, vs := range h {
+		ck := http.CanonicalHeaderKey(k)
+		if protectedHeaders[ck] || len(vs) == 0 {
+			continue
+		}
+		out.Header[ck] = append([]string(nil), vs...)
+	}
+	return out
 }
 
 // verdict is what one HTTP answer says about the session.
@@ -226,13 +216,13 @@ func (rt *sessionRT) classify(req *http.Request, resp *http.Response) verdict {
 	case code >= 200 && code < 300:
 		return healthy
 	case code == http.StatusNotFound && sid != "":
-		rt.markLost(fmt.Errorf("HTTP 404 for session %s", sid))
+		rt.markLost(fmt.Errorf("%w: HTTP 404 for session %s%s", wireconn.ErrSessionGone, sid, rt.redialed()))
 		return sessionGone
 	case code == http.StatusBadRequest && sid != "" && peekMentionsSession(resp):
-		rt.markLost(fmt.Errorf("HTTP 400 (no valid session) for session %s", sid))
+		rt.markLost(fmt.Errorf("%w: HTTP 400 (no valid session) for session %s%s", wireconn.ErrSessionGone, sid, rt.redialed()))
 		return sessionGone
 	case code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
-		rt.markLost(fmt.Errorf("HTTP %d", code))
+		rt.markLost(fmt.Errorf("%w: HTTP %d", wireconn.ErrUnavailable, code))
 		return sessionGone
 	case req.Method == http.MethodPost:
 		return refused
@@ -240,16 +230,31 @@ func (rt *sessionRT) classify(req *http.Request, resp *http.Response) verdict {
 	return healthy // a GET or other request: the go-sdk judges it
 }
 
+// redialed describes, for a session-gone message, whether the answer came
+// on a connection dialled after the session's first one ended: behind a
+// per-connection balancer that is another replica answering, not
+// necessarily a restart.
+func (rt *sessionRT) redialed() string {
+	if rt.dials == nil {
+		return ""
+	}
+	if n := rt.dials(); n > 1 {
+		return fmt.Sprintf(", answered on the session's connection #%d (its earlier ones ended: a restart, or another replica behind a per-connection balancer)", n)
+	}
+	return ", answered on the connection the session was made on"
+}
+
 // refusal turns a refused answer into the call's error, quoting the start
-// of its body, and closes the body.
-func refusal(resp *http.Response) error {
-	defer resp.Body.Close()
+// of its body, and closes the body read to its end (bounded; abort cuts
+// the request).
+func refusal(resp *http.Response, abort func()) error {
+	defer drainClose(resp.Body, abort)
 	peek, _ := io.ReadAll(io.LimitReader(resp.Body, maxQuote))
 	msg := strings.TrimSpace(string(peek))
 	if msg == "" {
-		return fmt.Errorf("%w: HTTP %d", ErrRefused, resp.StatusCode)
+		return fmt.Errorf("%w: HTTP %d", wireconn.ErrRefused, resp.StatusCode)
 	}
-	return fmt.Errorf("%w: HTTP %d: %q", ErrRefused, resp.StatusCode, msg)
+	return fmt.Errorf("%w: HTTP %d: %q", wireconn.ErrRefused, resp.StatusCode, msg)
 }
 
 // mediaType returns the media type of a Content-Type value, lower case.
@@ -269,8 +274,8 @@ func peekMentionsSession(resp *http.Response) bool {
 }
 
 // roundTripDelete sends the DELETE that ends a session, unless the session
-// is already lost (the server does not know it, or cannot be reached): then
-// it answers 204 itself without touching the network.
+// is already gone (the server said so): then it answers 204 itself without
+// touching the network.
 func (rt *sessionRT) roundTripDelete(req *http.Request) (*http.Response, error) {
 	rt.mu.Lock()
 	lost, bound := rt.lost, rt.deleteCtx
@@ -288,18 +293,18 @@ func (rt *sessionRT) roundTripDelete(req *http.Request) (*http.Response, error) 
 			Request:    req,
 		}, nil
 	}
-	if bound == nil {
-		return rt.base.RoundTrip(req)
-	}
 	ctx, cancel := context.WithCancel(req.Context())
-	stop := context.AfterFunc(bound, cancel)
+	stop := func() bool { return false }
+	if bound != nil {
+		stop = context.AfterFunc(bound, cancel)
+	}
 	resp, err := rt.base.RoundTrip(req.WithContext(ctx))
 	if err != nil {
 		stop()
 		cancel()
 		return nil, err
 	}
-	resp.Body = &watchedBody{ReadCloser: resp.Body, rt: nil, release: func() { stop(); cancel() }}
+	resp.Body = &drainedBody{ReadCloser: resp.Body, release: func() { stop(); cancel() }}
 	return resp, nil
 }
 
@@ -309,32 +314,51 @@ func closeBody(req *http.Request) {
 	}
 }
 
-// watchedBody reports a body that breaks off (server gone mid-answer) as a
-// session loss, and releases the request's context when closed.
-type watchedBody struct {
+// drainedBody is the body of an answer handed to the go-sdk. Closed, it is
+// first read to its end (bounded by maxDrain and drainTimeout), so that its
+// connection is reused whatever the server's framing; then it releases the
+// request's context. Read to its end, a JSON body answers ex.
+type drainedBody struct {
 	io.ReadCloser
-	rt      *sessionRT      // nil: do not watch
-	ex      *exchange       // non-nil: a body read to its end answers ex
-	ctx     context.Context // the caller's request context
+	ex      *exchange // non-nil: a body read to its end answers ex
 	release func()
+	eof     bool
 	once    sync.Once
 }
 
-func (b *watchedBody) Read(p []byte) (int, error) {
+func (b *drainedBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if err == io.EOF {
+		b.eof = true
 		b.ex.setAnswered()
-	}
-	if err != nil && err != io.EOF && b.rt != nil && b.ctx.Err() == nil && b.rt.ctx.Err() == nil {
-		b.rt.markLost(fmt.Errorf("response body: %w", err))
 	}
 	return n, err
 }
 
-func (b *watchedBody) Close() error {
-	err := b.ReadCloser.Close()
-	b.once.Do(b.release)
+// drainTimeout bounds how long Close reads an answer's rest: a stream the
+// server keeps open is cut (its connection then closes).
+const drainTimeout = time.Second
+
+func (b *drainedBody) Close() error {
+	if b.eof {
+		err := b.ReadCloser.Close()
+		b.once.Do(b.release)
+		return err
+	}
+	release := func() { b.once.Do(b.release) }
+	err := drainClose(b.ReadCloser, release)
+	release()
 	return err
+}
+
+// drainClose reads the rest of body, at most maxDrain bytes, and closes
+// it. A body not done within drainTimeout is cut with abort, which must
+// end the request's context.
+func drainClose(body io.ReadCloser, abort func()) error {
+	t := time.AfterFunc(drainTimeout, abort)
+	_, _ = io.CopyN(io.Discard, body, maxDrain)
+	t.Stop()
+	return body.Close()
 }
 
 type readCloser struct {

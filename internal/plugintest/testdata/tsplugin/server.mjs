@@ -1,0 +1,188 @@
+// A cpex external plugin server on the official MCP TypeScript SDK
+// (McpServer + StreamableHTTPServerTransport, stateful sessions), written
+// for mcp-extproc's tests the way the SDK's own examples build a server, so
+// that the client meets Node.js's real HTTP habits: an empty chunked 202 to
+// notifications, SSE answers with Content-Length, idle connections closed
+// after the keep-alive timeout (Node's default 5 s).
+//
+// Environment:
+//   PORT          port on 127.0.0.1 (0: any; the chosen one is printed)
+//   KEEPALIVE_MS  server.keepAliveTimeout (default: Node's, 5000)
+//   POLICY        JSON {"plugins":[{name, deny:[regex], redact:[{pattern,
+//                 replacement}], hooks, mode, priority}]}
+//
+// It prints one line "listening PORT" once it serves, and answers
+// GET /stats with {initializes, invokes, connections, sessions}.
+import { randomUUID } from "node:crypto";
+import express from "express";
+import { z } from "zod";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+
+const policy = JSON.parse(process.env.POLICY ?? '{"plugins":[{"name":"TSGuard"}]}');
+const plugins = new Map(policy.plugins.map((p) => [p.name, compile(p)]));
+const stats = { initializes: 0, invokes: 0, connections: 0 };
+
+function compile(p) {
+  return {
+    config: {
+      name: p.name,
+      kind: "external",
+      description: p.description ?? "TypeScript SDK test plugin",
+      hooks: p.hooks ?? ["tool_pre_invoke", "tool_post_invoke", "prompt_pre_fetch", "resource_post_fetch"],
+      mode: p.mode ?? "sequential",
+      priority: p.priority ?? 50,
+    },
+    deny: (p.deny ?? []).map((s) => new RegExp(s)),
+    redact: (p.redact ?? []).map((r) => ({ re: new RegExp(r.pattern, "g"), with: r.replacement })),
+  };
+}
+
+// strings yields every string in v that a policy reads (a tool's name is
+// not one of them).
+function* strings(v, key) {
+  if (typeof v === "string") {
+    if (key !== "name") yield v;
+  } else if (Array.isArray(v)) {
+    for (const x of v) yield* strings(x);
+  } else if (v && typeof v === "object") {
+    for (const [k, x] of Object.entries(v)) yield* strings(x, k);
+  }
+}
+
+// redact returns v with every redaction applied to its strings.
+function redact(v, rules, key) {
+  if (typeof v === "string") {
+    return key === "name" ? v : rules.reduce((s, r) => s.replace(r.re, r.with), v);
+  }
+  if (Array.isArray(v)) return v.map((x) => redact(x, rules));
+  if (v && typeof v === "object") {
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, redact(x, rules, k)]));
+  }
+  return v;
+}
+
+function runHook(plugin, hookType, payload) {
+  for (const s of strings(payload)) {
+    const hit = plugin.deny.find((re) => re.test(s));
+    if (hit) {
+      return {
+        continue_processing: false,
+        violation: {
+          reason: "Denied by policy",
+          description: `matched ${hit.source} in ${hookType}`,
+          code: "DENIED",
+          details: { pattern: hit.source },
+        },
+        metadata: {},
+      };
+    }
+  }
+  const out = redact(payload, plugin.redact);
+  const changed = JSON.stringify(out) !== JSON.stringify(payload);
+  return { continue_processing: true, modified_payload: changed ? out : null, metadata: {} };
+}
+
+function text(obj) {
+  return { content: [{ type: "text", text: JSON.stringify(obj, null, 2) }] };
+}
+
+function newServer() {
+  const server = new McpServer({ name: "tsplugin", version: "1.0.0" });
+  server.registerTool(
+    "get_plugin_config",
+    { description: "The config of one plugin", inputSchema: { name: z.string() } },
+    async ({ name }) => text(plugins.get(name)?.config ?? {}),
+  );
+  server.registerTool("get_plugin_configs", { description: "Every plugin's config" }, async () =>
+    text([...plugins.values()].map((p) => p.config)),
+  );
+  server.registerTool(
+    "invoke_hook",
+    {
+      description: "Run one hook of one plugin",
+      inputSchema: {
+        hook_type: z.string(),
+        plugin_name: z.string(),
+        payload: z.any(),
+        context: z.any().optional(),
+      },
+    },
+    async ({ hook_type, plugin_name, payload }) => {
+      stats.invokes++;
+      const plugin = plugins.get(plugin_name);
+      if (!plugin) {
+        return text({
+          plugin_name,
+          error: { message: `unknown plugin ${plugin_name}`, plugin_name, code: "", details: {}, mcp_error_code: -32603 },
+        });
+      }
+      return text({ plugin_name, result: runHook(plugin, hook_type, payload) });
+    },
+  );
+  return server;
+}
+
+// The session handling of the SDK's own stateful example.
+const transports = {};
+const app = express();
+app.use(express.json({ limit: "4mb" }));
+
+app.get("/stats", (req, res) => {
+  if (!req.socket.statsOnly) {
+    req.socket.statsOnly = true; // not one of the connections under test
+    stats.connections--;
+  }
+  res.json({ ...stats, sessions: Object.keys(transports).length });
+});
+
+app.post("/mcp", async (req, res) => {
+  const sid = req.headers["mcp-session-id"];
+  let transport = sid ? transports[sid] : undefined;
+  if (!transport) {
+    if (sid || !isInitializeRequest(req.body)) {
+      res.status(400).json({
+        jsonrpc: "2.0",
+        error: { code: -32000, message: "Bad Request: No valid session ID provided" },
+        id: null,
+      });
+      return;
+    }
+    stats.initializes++;
+    transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => {
+        transports[id] = transport;
+      },
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) delete transports[transport.sessionId];
+    };
+    await newServer().connect(transport);
+  }
+  await transport.handleRequest(req, res, req.body);
+});
+
+async function sessionRequest(req, res) {
+  const sid = req.headers["mcp-session-id"];
+  const transport = sid ? transports[sid] : undefined;
+  if (!transport) {
+    res.status(400).send("Invalid or missing session ID");
+    return;
+  }
+  await transport.handleRequest(req, res);
+}
+app.get("/mcp", sessionRequest);
+app.delete("/mcp", sessionRequest);
+
+const httpServer = app.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
+  console.log(`listening ${httpServer.address().port}`);
+});
+if (process.env.KEEPALIVE_MS) httpServer.keepAliveTimeout = Number(process.env.KEEPALIVE_MS);
+httpServer.on("connection", () => stats.connections++);
+httpServer.on("error", (err) => {
+  console.error(`listen: ${err.message}`);
+  process.exit(3);
+});
+for (const sig of ["SIGTERM", "SIGINT"]) process.on(sig, () => process.exit(0));
