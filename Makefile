@@ -23,18 +23,31 @@ FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:Fuzz
 	./pkg/attribution:FuzzOps ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
 	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON
 
-.PHONY: all build test vet fmt-check unit fuzz demo bench deps clean
+# The plugin server on the official MCP TypeScript SDK that the tests run
+# next to the Go ones (npm, pinned by its lockfile). Without node, its
+# tests skip.
+TSPLUGIN := internal/nodeplugin/tsplugin
+
+.PHONY: all build test vet fmt-check unit fuzz demo bench deps node-deps clean
 
 all: build
 
 deps:
 	$(GO) mod download
 
+node-deps:
+	@if ! command -v node >/dev/null 2>&1; then \
+		echo "node not on PATH: skipping the TypeScript SDK plugin server tests"; \
+	elif [ ! -f $(TSPLUGIN)/node_modules/.package-lock.json ] || \
+		[ $(TSPLUGIN)/package-lock.json -nt $(TSPLUGIN)/node_modules/.package-lock.json ]; then \
+		npm ci --no-audit --no-fund --prefix $(TSPLUGIN); \
+	fi
+
 # The one build command, shared with the Dockerfile through hack/build.sh.
 build: deps
 	@for c in $(CMDS); do ./hack/build.sh $$c $(BIN) || exit 1; done
 
-test: deps vet fmt-check unit fuzz
+test: deps node-deps vet fmt-check unit fuzz
 
 vet:
 	$(GO) vet ./...
@@ -53,11 +66,11 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=$(FUZZMINIMIZE) $$pkg || exit 1; \
 	done
 
-demo: deps
+demo: deps node-deps
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 # BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
-bench: deps
+bench: deps node-deps
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 clean:

@@ -8,6 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/nodeplugin"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
@@ -64,7 +65,7 @@ func TestSessionAcrossFramings(t *testing.T) {
 // The real Node.js server (TypeScript SDK): its empty chunked 202 to
 // notifications/initialized does not cost the session its connection.
 func TestSessionNodeOneConnection(t *testing.T) {
-	srv := plugintest.StartNode(t, plugintest.NodeOptions{})
+	srv := plugintest.StartNode(t, nodeplugin.Options{})
 	s := dialTest(t, srv.URL())
 	burst(t, s, "TSGuard", 10)
 	st := srv.Totals()
@@ -93,7 +94,7 @@ func TestSessionOutlivesIdleConnection(t *testing.T) {
 	t.Run("node", func(t *testing.T) {
 		// Node's idle timer ticks in whole seconds: 1 s is its shortest.
 		const nodeKeepAlive = time.Second
-		srv := plugintest.StartNode(t, plugintest.NodeOptions{KeepAlive: nodeKeepAlive})
+		srv := plugintest.StartNode(t, nodeplugin.Options{KeepAlive: nodeKeepAlive})
 		s := dialTest(t, srv.URL())
 		for range 2 {
 			burst(t, s, "TSGuard", 3)

@@ -30,13 +30,23 @@ function compile(p) {
       name: p.name,
       kind: "external",
       description: p.description ?? "TypeScript SDK test plugin",
-      hooks: p.hooks ?? ["tool_pre_invoke", "tool_post_invoke", "prompt_pre_fetch", "resource_post_fetch"],
+      hooks: p.hooks ?? [
+        "tool_pre_invoke", "tool_post_invoke", "prompt_pre_fetch",
+        "prompt_post_fetch", "resource_pre_fetch", "resource_post_fetch",
+      ],
       mode: p.mode ?? "sequential",
       priority: p.priority ?? 50,
     },
-    deny: (p.deny ?? []).map((s) => new RegExp(s)),
-    redact: (p.redact ?? []).map((r) => ({ re: new RegExp(r.pattern, "g"), with: r.replacement })),
+    deny: (p.deny ?? []).map((s) => regex(s, "")),
+    redact: (p.redact ?? []).map((r) => ({ re: regex(r.pattern, "g"), with: r.replacement })),
   };
+}
+
+// regex compiles a pattern written for Go's RE2 (the Go plugin's policy
+// files), whose leading (?i) JavaScript spells as the flag i.
+function regex(pattern, flags) {
+  if (pattern.startsWith("(?i)")) return new RegExp(pattern.slice(4), flags + "i");
+  return new RegExp(pattern, flags);
 }
 
 // strings yields every string in v that a policy reads (a tool's name is

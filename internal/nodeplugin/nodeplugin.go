@@ -1,0 +1,248 @@
+// Package nodeplugin runs the plugin server of tsplugin/ — a cpex external
+// plugin server written on the official MCP TypeScript SDK (npm, pinned by
+// tsplugin/package-lock.json) — as a real Node.js process on loopback, for
+// the tests and the demo. A restart is the process killed and started again
+// on the same port, with an empty session store.
+package nodeplugin
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Check's errors: node is not on the PATH, or the server's npm
+// dependencies are not installed.
+var (
+	ErrNoNode       = errors.New("node not on PATH: skipping the TypeScript SDK plugin server")
+	ErrNotInstalled = errors.New("TypeScript SDK plugin server not installed")
+)
+
+// Options configure a [Server].
+type Options struct {
+	// Policy is what the server serves, as its POLICY JSON
+	// ({"plugins":[{name, deny, redact, hooks, mode, priority}]}, patterns
+	// in RE2 syntax); empty: one plugin "TSGuard" that allows everything.
+	Policy string
+	// KeepAlive is the server's idle keep-alive timeout (Node's timer
+	// ticks in whole seconds); 0: Node's default, 5 s.
+	KeepAlive time.Duration
+	// Port is the loopback port; 0: a free one.
+	Port int
+}
+
+// Stats is what a server process counted.
+type Stats struct {
+	Initializes int `json:"initializes"`
+	Invokes     int `json:"invokes"`
+	Connections int `json:"connections"`
+	Sessions    int `json:"sessions"`
+}
+
+func (s *Stats) add(o Stats) {
+	s.Initializes += o.Initializes
+	s.Invokes += o.Invokes
+	s.Connections += o.Connections
+}
+
+// startTimeout bounds how long a Node process may take to listen.
+const startTimeout = 20 * time.Second
+
+// Dir returns the folder of the server (package.json, server.mjs).
+func Dir() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "tsplugin")
+}
+
+// Check reports whether the server can run here: node on the PATH and the
+// npm dependencies installed (`make test` runs npm ci in Dir).
+func Check() error {
+	if _, err := exec.LookPath("node"); err != nil {
+		return ErrNoNode
+	}
+	if _, err := os.Stat(filepath.Join(Dir(), "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		return fmt.Errorf("%w: run npm ci in %s (make test does)", ErrNotInstalled, Dir())
+	}
+	return nil
+}
+
+// Server is the Node.js plugin server process, restartable on its port.
+type Server struct {
+	opts Options
+
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd has exited
+	ended Stats         // totals of the processes that ended
+}
+
+// Start starts the server and waits until it listens.
+func Start(opts Options) (*Server, error) {
+	if err := Check(); err != nil {
+		return nil, err
+	}
+	if opts.Port == 0 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		opts.Port = ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+	}
+	s := &Server{opts: opts}
+	if err := s.start(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// URL returns the endpoint URL, http://127.0.0.1:PORT/mcp.
+func (s *Server) URL() string { return "http://" + s.Addr() + "/mcp" }
+
+// Addr returns 127.0.0.1:PORT.
+func (s *Server) Addr() string {
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port))
+}
+
+// env returns the process environment.
+func (s *Server) env() []string {
+	env := append(os.Environ(), "PORT="+strconv.Itoa(s.opts.Port))
+	if s.opts.Policy != "" {
+		env = append(env, "POLICY="+s.opts.Policy)
+	}
+	if s.opts.KeepAlive > 0 {
+		env = append(env, "KEEPALIVE_MS="+strconv.FormatInt(s.opts.KeepAlive.Milliseconds(), 10))
+	}
+	return env
+}
+
+// start runs a new process and waits until it listens.
+func (s *Server) start() error {
+	cmd := exec.Command("node", "server.mjs")
+	cmd.Dir, cmd.Env = Dir(), s.env()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start node: %w", err)
+	}
+	done, listening := make(chan struct{}), make(chan bool, 1)
+	go func() { // owned by the process: ends when it exits
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		ok := false
+		for sc.Scan() {
+			if !ok && strings.HasPrefix(sc.Text(), "listening ") {
+				ok = true
+				listening <- true
+			}
+		}
+		_ = cmd.Wait()
+		if !ok {
+			listening <- false
+		}
+	}()
+	select {
+	case ok := <-listening:
+		if !ok {
+			<-done
+			return fmt.Errorf("node exited before listening: %s", strings.TrimSpace(stderr.String()))
+		}
+	case <-time.After(startTimeout):
+		_ = cmd.Process.Kill()
+		<-done
+		return fmt.Errorf("node did not listen within %v: %s", startTimeout, stderr.String())
+	}
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	return nil
+}
+
+// Stop kills the process, as a pod killed: its connections reset. Stopping
+// a stopped server does nothing.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	if st, err := s.Stats(); err == nil {
+		s.mu.Lock()
+		s.ended.add(st)
+		s.mu.Unlock()
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+	s.mu.Lock()
+	s.cmd, s.done = nil, nil
+	s.mu.Unlock()
+}
+
+// rebindTimeout bounds how long Restart retries the port.
+const rebindTimeout = 10 * time.Second
+
+// Restart kills the process and starts a new one on the same port.
+func (s *Server) Restart() error {
+	s.Stop()
+	deadline := time.Now().Add(rebindTimeout)
+	for {
+		err := s.start()
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Stats returns what the current process counted (its /stats endpoint,
+// whose own connections are not counted).
+func (s *Server) Stats() (Stats, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr()+"/stats", nil)
+	if err != nil {
+		return Stats{}, err
+	}
+	req.Close = true
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return Stats{}, fmt.Errorf("node stats: %w", err)
+	}
+	defer resp.Body.Close()
+	var st Stats
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return Stats{}, fmt.Errorf("node stats: %w", err)
+	}
+	return st, nil
+}
+
+// Totals returns the counts over every process so far, the running one
+// included.
+func (s *Server) Totals() (Stats, error) {
+	st, err := s.Stats()
+	if err != nil {
+		return Stats{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.add(s.ended)
+	return st, nil
+}
