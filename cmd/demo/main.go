@@ -3,7 +3,7 @@
 // MCP session through it, restarts the plugin, and prints what happened.
 // `make demo` runs it.
 //
-//	go run ./cmd/demo [-transports mcp|grpc|grpc-uds|unix_socket[,second]]
+//	go run ./cmd/demo [-transports mcp|mcp-node|grpc|grpc-uds|unix_socket[,second]]
 //
 // -transports picks how the example policy is served: one transport serves
 // the whole policy as one plugin; two split it into a deny plugin over the
@@ -49,7 +49,7 @@ func parseTransports(list string) ([]localstack.Transport, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	list := fs.String("transports", "mcp", "how the example policy is served: one or two (deny, redact) of mcp, grpc, grpc-uds, unix_socket, comma-separated")
+	list := fs.String("transports", "mcp", "how the example policy is served: one or two (deny, redact) of mcp, mcp-node (the TypeScript SDK server on Node.js), grpc, grpc-uds, unix_socket, comma-separated")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}

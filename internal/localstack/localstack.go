@@ -226,6 +226,11 @@ func WaitReady(ctx context.Context, adminURL string) error {
 // on the same address or socket path.
 func (s *Stack) RestartPlugin() error { return s.plugins.restart() }
 
+// NodeInitializes returns the initialize requests the plugin servers
+// received over their life, when they are all the TypeScript SDK server
+// (MCPNode); ok is false otherwise.
+func (s *Stack) NodeInitializes() (n int, ok bool) { return s.plugins.nodeInitializes() }
+
 // StopPlugin stops the plugin servers for good (until RestartPlugin).
 func (s *Stack) StopPlugin() { s.plugins.halt() }
 

@@ -1,6 +1,7 @@
 package localstack
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/nodeplugin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver/policy"
 )
@@ -26,10 +28,13 @@ const (
 	GRPC       Transport = "grpc"        // gRPC over TCP: grpc: {target}
 	GRPCUDS    Transport = "grpc-uds"    // gRPC over a Unix socket: grpc: {uds}
 	UnixSocket Transport = "unix_socket" // framed protobuf on a Unix socket: unix_socket: {path}
+	// MCPNode is MCP Streamable HTTP served by the plugin server written
+	// on the official TypeScript SDK, a Node.js process (nodeplugin).
+	MCPNode Transport = "mcp-node"
 )
 
 // Transports lists every transport, for flags and tests.
-func Transports() []Transport { return []Transport{MCP, GRPC, GRPCUDS, UnixSocket} }
+func Transports() []Transport { return []Transport{MCP, GRPC, GRPCUDS, UnixSocket, MCPNode} }
 
 // ParseTransport accepts the name of a transport.
 func ParseTransport(s string) (Transport, error) {
@@ -62,7 +67,8 @@ type pluginServer struct {
 	name      string
 	transport Transport
 	cfg       policy.Config
-	addr      string // host:port, or the socket path
+	addr      string             // host:port, or the socket path
+	node      *nodeplugin.Server // the Node.js process of MCPNode
 
 	mu   sync.Mutex
 	stop func() // nil while stopped
@@ -90,11 +96,17 @@ func (p *pluginServer) section() string {
 		return fmt.Sprintf("    grpc:\n      uds: %s\n", p.addr)
 	case UnixSocket:
 		return fmt.Sprintf("    unix_socket:\n      path: %s\n      reconnect_attempts: 3\n      reconnect_delay: 0.05\n", p.addr)
+	case MCPNode:
+		// A Node.js process takes most of a second to listen again.
+		return fmt.Sprintf("    mcp:\n      proto: STREAMABLEHTTP\n      url: http://%s/mcp\n      reconnect_attempts: 10\n      reconnect_delay: 0.1\n", p.addr)
 	}
 	return fmt.Sprintf("    mcp:\n      proto: STREAMABLEHTTP\n      url: http://%s/mcp\n      reconnect_attempts: 3\n      reconnect_delay: 0.05\n", p.addr)
 }
 
 func (p *pluginServer) start() error {
+	if p.transport == MCPNode {
+		return p.startNode()
+	}
 	ps, err := policy.NewServer([]policy.Config{p.cfg}, nil)
 	if err != nil {
 		return err
@@ -130,6 +142,28 @@ func (p *pluginServer) start() error {
 		stop()     // then connections cut, no drain: a crash as the client sees it
 		<-done
 	}
+	p.mu.Unlock()
+	return nil
+}
+
+// startNode runs the policy on the TypeScript SDK plugin server (a Node.js
+// process) on the server's port; stop kills the process.
+func (p *pluginServer) startNode() error {
+	pol, err := json.Marshal(map[string]any{"plugins": []policy.Config{p.cfg}})
+	if err != nil {
+		return err
+	}
+	if p.node == nil {
+		p.node, err = nodeplugin.Start(nodeplugin.Options{Policy: string(pol)})
+	} else {
+		err = p.node.Restart()
+	}
+	if err != nil {
+		return err
+	}
+	p.addr = p.node.Addr()
+	p.mu.Lock()
+	p.stop = p.node.Stop
 	p.mu.Unlock()
 	return nil
 }
@@ -185,6 +219,22 @@ func (ps pluginServers) halt() {
 	for _, p := range ps {
 		p.halt()
 	}
+}
+
+// nodeInitializes sums the initialize requests the Node.js plugin servers
+// received over their whole life; ok is false unless every server is one.
+func (ps pluginServers) nodeInitializes() (n int, ok bool) {
+	for _, p := range ps {
+		if p.node == nil {
+			return 0, false
+		}
+		st, err := p.node.Totals()
+		if err != nil {
+			return 0, false
+		}
+		n += st.Initializes
+	}
+	return n, len(ps) > 0
 }
 
 // entries renders the plugins: entries of the sidecar config.
