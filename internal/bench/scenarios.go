@@ -271,12 +271,13 @@ func preparedToolsCall() (*Prepared, check, error) {
 // plugin (a deny-pattern policy on tool_pre_invoke), a sidecar that calls
 // it on every tools/call, and the same call made directly.
 type policySetup struct {
-	plugin *PluginServer
-	sc     *Endpoint
-	call   hookCall
+	calls func() int64 // invoke_hook calls the plugin server served
+	sc    *Endpoint
+	call  hookCall
 }
 
-// startPolicySetup starts a policySetup; cl closes what it started.
+// startPolicySetup starts a policySetup with the Go policy plugin server;
+// cl closes what it started.
 func startPolicySetup(ctx context.Context, cl *closers) (*policySetup, error) {
 	pol, err := policyPlugin()
 	if err != nil {
@@ -287,18 +288,24 @@ func startPolicySetup(ctx context.Context, cl *closers) (*policySetup, error) {
 		return nil, err
 	}
 	cl.add(ps)
-	sc, err := StartSidecar(ctx, "sidecar", SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}))
+	return policySetupAt(ctx, cl, "sidecar", ps.URL, ps.calls.Load)
+}
+
+// policySetupAt starts a sidecar named name and a direct client, both to
+// the policy plugin served at url (calls counts what it served).
+func policySetupAt(ctx context.Context, cl *closers, name, url string, calls func() int64) (*policySetup, error) {
+	sc, err := StartSidecar(ctx, name, SidecarConfig(0, PluginSpec{Name: "Policy", URL: url, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}))
 	if err != nil {
 		return nil, err
 	}
 	cl.add(sc)
-	direct, err := DialDirect(ctx, ps.URL, "Policy")
+	direct, err := DialDirect(ctx, url, "Policy")
 	if err != nil {
 		return nil, err
 	}
 	cl.add(direct)
 	call := hookCall{d: direct, hook: cpex.ToolPreInvoke, payload: toolPrePayload(), pctx: pluginContext()}
-	return &policySetup{plugin: ps, sc: sc, call: call}, nil
+	return &policySetup{calls: calls, sc: sc, call: call}, nil
 }
 
 // policyPlugin is the enforcing plugin of the one-plugin scenarios.

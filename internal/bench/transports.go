@@ -224,7 +224,7 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 		}
 		cl.add(noWorkers)
 		for _, ep := range []*Endpoint{sc, noWorkers} {
-			if err := callsOnce(ctx, d, ep, p, ok, tp.calls); err != nil {
+			if err := callsOnce(ctx, d, ep, p, ok, tp.calls.Load); err != nil {
 				return err
 			}
 		}
@@ -244,12 +244,12 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 
 // callsOnce checks that one exchange through ep calls the plugin whose
 // calls are counted in calls exactly once.
-func callsOnce(ctx context.Context, d *Driver, ep *Endpoint, p *Prepared, ok check, calls *atomic.Int64) error {
-	before := calls.Load()
+func callsOnce(ctx context.Context, d *Driver, ep *Endpoint, p *Prepared, ok check, calls func() int64) error {
+	before := calls()
 	if _, err := exchangeOp(d, ep, p, ok)(ctx); err != nil {
 		return err
 	}
-	if n := calls.Load() - before; n != 1 {
+	if n := calls() - before; n != 1 {
 		return fmt.Errorf("%s: the sidecar called the plugin %d times for one tools/call, want 1", ep.Name, n)
 	}
 	return nil
