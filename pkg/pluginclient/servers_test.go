@@ -16,7 +16,11 @@ import (
 // pluginProcess is a plugin server of either SDK family as the scenarios
 // below see it: where it listens, a restart, and what it counted.
 type pluginProcess struct {
-	url, addr   string
+	url, addr string
+	// restartTime bounds how long a restart leaves the server away: the
+	// rebuild budget must outlast it (a Node.js process takes up to a few
+	// seconds to listen on two loaded cores).
+	restartTime time.Duration
 	restart     func()
 	initializes func() int64
 	connections func() int64
@@ -43,12 +47,12 @@ func families() []family {
 			ps := pluginserver.NewWithOptions(&pluginserver.Options{}, plugintest.NewScripted("guard"))
 			srv := plugintest.Start(t, ps.Handler, plugintest.GoSDK,
 				plugintest.WithHabits(plugintest.Habits{ChunkedEmpty202: true, IdleTimeout: idle}))
-			return pluginProcess{url: srv.URL(), addr: srv.Addr(), restart: srv.Restart,
+			return pluginProcess{url: srv.URL(), addr: srv.Addr(), restart: srv.Restart, restartTime: time.Second,
 				initializes: srv.Initializes, connections: srv.Connections}
 		}},
 		{"typescript-sdk", func(t *testing.T, idle time.Duration) pluginProcess {
 			srv := plugintest.StartNode(t, nodeplugin.Options{Policy: `{"plugins":[{"name":"guard"}]}`, KeepAlive: idle})
-			return pluginProcess{url: srv.URL(), addr: srv.Addr(), restart: srv.Restart,
+			return pluginProcess{url: srv.URL(), addr: srv.Addr(), restart: srv.Restart, restartTime: 8 * time.Second,
 				initializes: func() int64 { return int64(srv.Totals().Initializes) },
 				connections: func() int64 { return int64(srv.Totals().Connections) }}
 		}},
@@ -93,7 +97,10 @@ func TestRestartsUnderLoadBothFamilies(t *testing.T) {
 	for _, fam := range families() {
 		t.Run(fam.name, func(t *testing.T) {
 			p := fam.start(t, 0)
-			pool := newPool(t, []config.Plugin{external("guard", p.url)}, Options{Slots: slots})
+			pl := external("guard", p.url)
+			// Attempts of at most 100 ms each (newPool's MaxReconnectDelay).
+			pl.MCP.ReconnectAttempts = ptr(int(p.restartTime / (50 * time.Millisecond)))
+			pool := newPool(t, []config.Plugin{pl}, Options{Slots: slots})
 			eventually(t, "every session ready", func() bool { return pool.Stats("guard").Sessions.Ready == slots })
 			calls := load(t, pool, 20, 4*time.Second, func() {
 				for range restarts {

@@ -76,16 +76,6 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 	return &Session{cs: cs, rt: rt, tr: tr}, nil
 }
 
-// Stateless reports whether the server speaks a sessionless MCP version
-// (2026-07-28 and later): any replica serves any call.
-func (s *Session) Stateless() bool {
-	res := s.cs.InitializeResult()
-	return res != nil && res.ProtocolVersion >= statelessVersion
-}
-
-// statelessVersion is the first MCP version without sessions.
-const statelessVersion = "2026-07-28"
-
 // PluginConfig implements [wireconn.Conn] with the get_plugin_config tool.
 func (s *Session) PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error) {
 	ctx, ex := withExchange(ctx)
