@@ -133,6 +133,7 @@ func (s *Server) env() []string {
 func (s *Server) start() error {
 	cmd := exec.Command("node", "server.mjs")
 	cmd.Dir, cmd.Env = Dir(), s.env()
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
