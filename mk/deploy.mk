@@ -16,6 +16,9 @@ KIND_NODE_IMAGE ?=
 KIND_NAMESPACE  ?= mcp-extproc
 KIND_CONTEXT    := kind-$(KIND_CLUSTER)
 IMAGE_TAG       ?= dev
+# Stamped into the binaries and the images' OCI labels (see the Dockerfile).
+IMAGE_VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE_REVISION  ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 # Load phase of kind-e2e: concurrent MCP sessions and how long they run; the
 # example plugin is restarted KIND_E2E_RESTART_AFTER seconds into the load.
 KIND_E2E_CONCURRENCY   ?= 8
@@ -35,7 +38,8 @@ DEPLOY_TARGETS              := extproc example-plugin mcp-echo
 image: $(addprefix image-,$(DEPLOY_TARGETS))
 
 $(addprefix image-,$(DEPLOY_TARGETS)): image-%:
-	$(DOCKER) build --target $* -t $(DEPLOY_IMAGE_$*):$(IMAGE_TAG) .
+	$(DOCKER) build --build-arg VERSION=$(IMAGE_VERSION) --build-arg REVISION=$(IMAGE_REVISION) \
+		--target $* -t $(DEPLOY_IMAGE_$*):$(IMAGE_TAG) .
 
 kind-up:
 	@if $(KIND) get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)'; then \

@@ -21,7 +21,7 @@ func TestClosest(t *testing.T) {
 		{"resource_fetch", hooks, ""},  // too far from all of them
 		{"on_eror", []string{"name", "on_error", "mode"}, "on_error"},
 		{"mod", []string{"mode", "name"}, "mode"},
-		{"x", []string{"mode"}, ""},   // one letter: never a typo of a word
+		{"x", []string{"mode"}, ""},    // one letter: never a typo of a word
 		{"ab", []string{"a", "b"}, ""}, // half the word changed
 		{"refuze", []string{"refuse", "pass"}, "refuse"},
 		{"", []string{"a"}, ""},
