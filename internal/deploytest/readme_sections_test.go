@@ -77,9 +77,9 @@ func TestReadmeSections(t *testing.T) {
 
 func TestGithubAnchor(t *testing.T) {
 	for h, want := range map[string]string{
-		"What happens when…":                       "what-happens-when",
-		"The ext_proc filter, setting by setting":  "the-ext_proc-filter-setting-by-setting",
-		"Sidecar deployment (any Kubernetes)":      "sidecar-deployment-any-kubernetes",
+		"What happens when…":                        "what-happens-when",
+		"The ext_proc filter, setting by setting":   "the-ext_proc-filter-setting-by-setting",
+		"Sidecar deployment (any Kubernetes)":       "sidecar-deployment-any-kubernetes",
 		"In Kubernetes: a ConfigMap, reloaded live": "in-kubernetes-a-configmap-reloaded-live",
 	} {
 		if got := githubAnchor(h); got != want {
