@@ -293,6 +293,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--config", good, "--log-level", "loud"},
 		{"--config", good, "--no-such-flag"},
+		{"--config", good, "stray-argument"},
 	} {
 		if r := runFor(t, args, env(nil)); r.code != 2 {
 			t.Errorf("run %q: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)
