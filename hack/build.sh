@@ -5,6 +5,13 @@
 # build stages both call this script, so local binaries and image binaries
 # are built the same way (static, no cgo, reproducible paths, stripped).
 # GOOS and GOARCH from the environment select the target platform.
+#
+# The version and commit are stamped into internal/buildinfo (extproc
+# --version, the mcp_extproc_build_info metric). VERSION and COMMIT from the
+# environment win (the Dockerfile passes them: its build context has no
+# .git); else they come from git: `git describe --tags --always --dirty`
+# (the release tag, or tag-N-gHASH after it, or the short hash before the
+# first tag; -dirty for uncommitted changes) and `git rev-parse HEAD`.
 set -eu
 if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 	echo "usage: $0 NAME [OUTDIR]" >&2
@@ -12,4 +19,7 @@ if [ $# -lt 1 ] || [ $# -gt 2 ]; then
 fi
 name=$1
 out=${2:-bin}
-CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o "$out/$name" "./cmd/$name"
+pkg=github.com/mcp-extproc/mcp-extproc/internal/buildinfo
+version=${VERSION:-$(git describe --tags --always --dirty 2>/dev/null || echo dev)}
+commit=${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}
+CGO_ENABLED=0 go build -trimpath -ldflags="-s -w -X $pkg.version=$version -X $pkg.commit=$commit" -o "$out/$name" "./cmd/$name"

@@ -10,7 +10,7 @@ PROTOC_GEN_GO_GRPC  := google.golang.org/grpc/cmd/protoc-gen-go-grpc@v1.6.2
 CPEXPB              := pkg/cpexpb
 
 .PHONY: proto
-proto:
+proto: ## regenerate pkg/cpexpb from its .proto (needs protoc)
 	GOBIN=$(PROTO_BIN) $(GO) install $(PROTOC_GEN_GO)
 	GOBIN=$(PROTO_BIN) $(GO) install $(PROTOC_GEN_GO_GRPC)
 	PATH="$(PROTO_BIN):$$PATH" $(PROTOC) -I $(CPEXPB)/proto \

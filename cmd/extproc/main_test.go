@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,13 +139,16 @@ func problems(t *testing.T, path string) []config.Problem {
 	return verr.Problems
 }
 
-// hasEvery fails the test unless out shows every problem with its plugin
-// and field.
-func hasEvery(t *testing.T, out string, ps []config.Problem) {
+// hasEvery fails the test unless out shows every problem with its file,
+// line, plugin and field.
+func hasEvery(t *testing.T, out, path string, ps []config.Problem) {
 	t.Helper()
 	for _, p := range ps {
-		if !strings.Contains(out, p.String()) {
-			t.Errorf("output lacks problem %q:\n%s", p.String(), out)
+		if p.Line == 0 {
+			t.Errorf("problem %q has no line", p)
+		}
+		if want := fmt.Sprintf("%s:%d: %s", path, p.Line, p.Text()); !strings.Contains(out, want) {
+			t.Errorf("output lacks problem %q:\n%s", want, out)
 		}
 		if p.Plugin != "" && !strings.Contains(out, `plugin "`+p.Plugin+`"`) {
 			t.Errorf("output does not name plugin %s:\n%s", p.Plugin, out)
@@ -165,7 +169,7 @@ func TestCheckConfig(t *testing.T) {
 		if r.code != 1 {
 			t.Errorf("exit %d, want 1", r.code)
 		}
-		hasEvery(t, r.stderr, ps)
+		hasEvery(t, r.stderr, bad, ps)
 		if !strings.Contains(r.stderr, `"bogus"`) {
 			t.Errorf("the unsupported kind is not named:\n%s", r.stderr)
 		}
@@ -188,7 +192,7 @@ func TestCheckConfig(t *testing.T) {
 		if r.code != 1 {
 			t.Errorf("EXTPROC_CONFIG=bad: exit %d, want 1", r.code)
 		}
-		hasEvery(t, r.stderr, ps)
+		hasEvery(t, r.stderr, bad, ps)
 		// A flag on the command line wins over the environment.
 		r = runFor(t, []string{"--check-config", "--config", good}, env(map[string]string{"EXTPROC_CONFIG": bad}))
 		if r.code != 0 {
@@ -221,14 +225,11 @@ func TestInvalidConfigStartsNothing(t *testing.T) {
 	if r.code != 1 {
 		t.Errorf("exit %d, want 1", r.code)
 	}
-	hasEvery(t, r.stderr, ps)
-	for _, line := range strings.Split(strings.TrimSpace(check.stderr), "\n") {
-		msg := strings.TrimPrefix(line, bad+": ")
-		if msg == line || strings.HasSuffix(msg, "problem(s)") {
-			continue
-		}
-		if !strings.Contains(r.stderr, msg) {
-			t.Errorf("--check-config printed %q, the failed start did not:\n%s", msg, r.stderr)
+	hasEvery(t, r.stderr, bad, ps)
+	lines := strings.Split(strings.TrimSpace(check.stderr), "\n")
+	for _, line := range lines[:len(lines)-1] { // all but the count
+		if !strings.Contains(r.stderr, line) {
+			t.Errorf("--check-config printed %q, the failed start did not:\n%s", line, r.stderr)
 		}
 	}
 	if strings.Contains(r.stderr, "started") {
@@ -292,6 +293,7 @@ func TestBadFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"--config", good, "--log-level", "loud"},
 		{"--config", good, "--no-such-flag"},
+		{"--config", good, "stray-argument"},
 	} {
 		if r := runFor(t, args, env(nil)); r.code != 2 {
 			t.Errorf("run %q: exit %d, want 2 (stderr %q)", args, r.code, r.stderr)

@@ -26,8 +26,8 @@ const buildScript = "hack/build.sh"
 
 // canonicalBuild is the build command of the project, as normalizeBuild
 // writes it ({} stands for any variable: the binary's name, the output
-// directory).
-var canonicalBuild = []string{"CGO_ENABLED=0", "go", "build", "-trimpath", "-ldflags=-s -w", "-o", "{}", "./cmd/{}"}
+// directory, the package, version and commit stamped by -X).
+var canonicalBuild = []string{"CGO_ENABLED=0", "go", "build", "-trimpath", "-ldflags=-s -w -X {}.version={} -X {}.commit={}", "-o", "{}", "./cmd/{}"}
 
 type dockerInstr struct {
 	cmd  string // upper case

@@ -2,9 +2,11 @@ package sidecar_test
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/buildinfo"
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -103,6 +105,7 @@ func TestMetrics(t *testing.T) {
 		{"mcp_extproc_plugin_state", []string{"plugin", "Guard", "state", "connecting"}, 0},
 		{"mcp_extproc_plugin_circuit_open", []string{"plugin", "Guard"}, 0},
 		{"mcp_extproc_streams_open", nil, 0},
+		{"mcp_extproc_build_info", []string{"version", buildinfo.Version(), "commit", buildinfo.Commit(), "goversion", runtime.Version()}, 1},
 	}
 	for _, g := range gauges {
 		if !after.has(g.name, g.labels...) {

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/buildinfo"
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
@@ -139,7 +140,8 @@ func Run(ctx context.Context, opts Options) error {
 	clientCtx, stopClients := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopClients()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		metrics.BuildInfo(buildinfo.Version(), buildinfo.Commit(), buildinfo.GoVersion()))
 	s := &sidecar{opts: opts, log: opts.Logger, reg: reg, metrics: metrics.New(reg), drained: drained, clientCtx: clientCtx}
 
 	srv, err := s.setUp(ctx)

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
@@ -91,14 +91,10 @@ func TestLoadContextForgeExternal(t *testing.T) {
 	if c.Extproc.MaxBodyBytes != 1<<20 {
 		t.Errorf("max_body_bytes default = %d", c.Extproc.MaxBodyBytes)
 	}
-	w := wheres(c.Warnings)
-	for _, k := range []where{
-		{"", "plugin_settings.enable_plugin_api"},
-		{"", "plugin_settings.parallel_execution_within_band"},
-	} {
-		if _, ok := w[k]; !ok {
-			t.Errorf("missing warning %+v in %v", k, c.Warnings)
-		}
+	// enable_plugin_api is a cpex key the sidecar ignores: no warning; the
+	// ignored parallel setting changes behaviour and deserves one.
+	if diff := cmp.Diff([]where{{"", "plugin_settings.parallel_execution_within_band"}}, problemWheres(c.Warnings)); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s\n%v", diff, c.Warnings)
 	}
 }
 
@@ -139,14 +135,14 @@ func TestLoadNemoCheck(t *testing.T) {
 	if e.MaxBodyBytes != 2<<20 {
 		t.Errorf("max_body_bytes = %d", e.MaxBodyBytes)
 	}
-	w := wheres(c.Warnings)
-	for _, k := range []where{
-		{"PIIFilter", "namespace"},
-		{"PIIFilter", "capabilities"},
-		{"PIIFilter", "conditions[0].content_types"},
-	} {
-		if _, ok := w[k]; !ok {
-			t.Errorf("missing warning %+v in %v", k, c.Warnings)
+	// namespace is a cpex key: accepted silently; capabilities is not one.
+	want := []where{{"PIIFilter", "capabilities"}, {"PIIFilter", "conditions[0].content_types"}}
+	if diff := cmp.Diff(want, problemWheres(c.Warnings)); diff != "" {
+		t.Errorf("warnings (-want +got):\n%s\n%v", diff, c.Warnings)
+	}
+	for _, w := range c.Warnings {
+		if w.Line == 0 {
+			t.Errorf("warning without a line: %v", w)
 		}
 	}
 }
@@ -168,6 +164,7 @@ func TestParseEnv(t *testing.T) {
 		failAll  bool
 		problems []where // nil: must load
 		message  string  // a substring of the first problem
+		line     int     // the line of the first problem, if not 0
 	}{
 		{
 			name:     "defaults",
@@ -208,7 +205,8 @@ func TestParseEnv(t *testing.T) {
 			name:     "unset {{ env.VAR }}",
 			env:      map[string]string{"OPA_URL": "http://opa/mcp"},
 			problems: []where{{"", ""}, {"NemoCheck", "mcp.url"}},
-			message:  "line 16",
+			message:  "NEMO_HOST is not set",
+			line:     16,
 		},
 		{
 			name:     "not a number",
@@ -230,6 +228,9 @@ func TestParseEnv(t *testing.T) {
 				}
 				if !strings.Contains(ve.Problems[0].Message, tt.message) {
 					t.Errorf("problem %q does not mention %q", ve.Problems[0], tt.message)
+				}
+				if tt.line != 0 && ve.Problems[0].Line != tt.line {
+					t.Errorf("problem %q: line %d, want %d", ve.Problems[0], ve.Problems[0].Line, tt.line)
 				}
 				return
 			}
@@ -270,7 +271,7 @@ func TestLoadInvalid(t *testing.T) {
 	}{
 		{where{"PIIFilterPlugin", "kind"}, `unsupported kind "plugins.pii_filter.pii_filter.PIIFilterPlugin": only external MCP plugins run in the sidecar`},
 		{where{"SSEPlugin", "mcp.proto"}, `unsupported proto "SSE"`},
-		{where{"BadURL", "priority"}, "cannot unmarshal !!str `high`"},
+		{where{"BadURL", "priority"}, "cannot construct !!str `high` into int"},
 		{where{"BadURL", "hooks[1]"}, `unknown hook "tool_pre_invok"`},
 		{where{"BadURL", "mode"}, `unknown mode "strict"`},
 		{where{"BadURL", "on_error"}, `unknown on_error "explode"`},
@@ -558,7 +559,7 @@ func TestExpandJinja(t *testing.T) {
 		{"# {{ env.MISSING }} in a comment", "# {{ env.MISSING }} in a comment", ""},
 		{"a: 1 # {{ env.MISSING }}", "a: 1 # {{ env.MISSING }}", ""},
 		{"a: {{ unterminated", "a: {{ unterminated", ""},
-		{"a: 1\nb: {{ env.MISSING }}", "", "line 2"},
+		{"a: 1\nb: {{ env.MISSING }}", "", "MISSING is not set"},
 		{"a: {{ env.HOST | upper }}", "", "unsupported Jinja expression"},
 		{"a: {{ env.get('X') }}", "", "unsupported Jinja expression"},
 	}
@@ -692,9 +693,10 @@ func TestProblemString(t *testing.T) {
 		p    Problem
 		want string
 	}{
-		{Problem{"pii", "mcp.url", "must be an http(s) URL"}, `plugin "pii": mcp.url: must be an http(s) URL`},
-		{Problem{"", "extproc.max_body_bytes", "must be positive"}, "extproc.max_body_bytes: must be positive"},
-		{Problem{"", "", "line 3: did not find expected node content"}, "line 3: did not find expected node content"},
+		{Problem{Plugin: "pii", Field: "mcp.url", Message: "must be an http(s) URL"}, `plugin "pii": mcp.url: must be an http(s) URL`},
+		{Problem{Field: "extproc.max_body_bytes", Message: "must be positive"}, "extproc.max_body_bytes: must be positive"},
+		{Problem{Message: "did not find expected node content", Line: 3, Column: 2}, "line 3, column 2: did not find expected node content"},
+		{Problem{Plugin: "pii", Field: "hooks[0]", Message: `unknown hook "x"`, Line: 7}, `line 7: plugin "pii": hooks[0]: unknown hook "x"`},
 	}
 	for _, tt := range tests {
 		if got := tt.p.String(); got != tt.want {

@@ -137,7 +137,7 @@ func expandJinja(text string, getenv func(string) (string, bool)) (string, []Pro
 		case inComment(text, start):
 			b.WriteString(expr)
 		default:
-			problems = append(problems, Problem{Message: fmt.Sprintf("line %d: %s: %v", line, expr, err)})
+			problems = append(problems, Problem{Message: fmt.Sprintf("%s: %v", expr, err), Line: line})
 			b.WriteString(expr)
 		}
 		i = end

@@ -1,42 +1,61 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
 	"slices"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
+
+// Options change what [LoadWith] and [ParseWith] check.
+type Options struct {
+	// SkipFiles leaves the files a config names unopened (the TLS certfile,
+	// keyfile and ca_bundle of every transport), so a config can be checked
+	// away from the machine or Pod it runs in. Everything else is checked as
+	// usual, including the presence of those paths where they are required.
+	SkipFiles bool
+}
 
 // Load reads the file at path and returns it parsed, expanded, defaulted and
 // validated (see [Parse]), with the process environment. A file that cannot
 // be read gives the wrapped os error; any other failure is a
 // [*ValidationError] listing every problem.
-func Load(path string) (*Config, error) {
+func Load(path string) (*Config, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is [Load] with options.
+func LoadWith(path string, o Options) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("load config: %w", err)
 	}
-	return Parse(data, os.LookupEnv)
+	return ParseWith(data, os.LookupEnv, o)
 }
 
 // Parse turns a configuration file into a [Config]: environment references
 // are expanded with getenv (nil: none are set), the YAML is decoded,
 // [Config.ApplyDefaults] runs, then [Config.Check]. Unknown keys and other
 // notes go to Config.Warnings. On any problem Parse returns a
-// [*ValidationError] listing all of them, and no Config.
+// [*ValidationError] listing all of them, and no Config. Every problem and
+// warning carries the line of the key it concerns.
 func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
+	return ParseWith(data, getenv, Options{})
+}
+
+// ParseWith is [Parse] with options.
+func ParseWith(data []byte, getenv func(string) (string, bool), o Options) (*Config, error) {
 	if getenv == nil {
 		getenv = func(string) (string, bool) { return "", false }
 	}
 	text, problems := expandJinja(string(data), getenv)
-	d := &decoder{getenv: getenv, expanded: map[*yaml.Node]bool{}, problems: problems}
+	d := &decoder{getenv: getenv, expanded: map[*yaml.Node]bool{}, problems: problems, lines: map[[2]string]int{}}
 
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(text), &doc); err != nil {
-		d.problems = append(d.problems, Problem{Message: strings.TrimPrefix(err.Error(), "yaml: ")})
+		d.problems = append(d.problems, syntaxProblem(err))
 		return nil, &ValidationError{Problems: d.problems}
 	}
 	c := &Config{}
@@ -44,11 +63,19 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 	if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
 		root = root.Content[0]
 	}
-	if root.Kind != 0 && root.Kind != yaml.DocumentNode {
+	empty := root.Kind == 0 || root.Kind == yaml.DocumentNode || isNull(root)
+	if !empty {
 		d.decodeValue(root, reflect.ValueOf(c).Elem(), "", "")
 	}
 	c.ApplyDefaults()
-	problems, warnings := c.Check()
+	problems, warnings := c.CheckWith(o)
+	if empty {
+		// One warning for the file as a whole says more than "no plugins".
+		warnings = slices.DeleteFunc(warnings, func(p Problem) bool { return p.Field == "plugins" })
+		d.warn("", "", 0, "the file is empty: no plugins, every message passes unchanged")
+	}
+	d.locate(problems)
+	d.locate(warnings)
 	c.Warnings = append(d.warnings, warnings...)
 	// A field that did not decode is reported once, not again by Check.
 	failed := map[[2]string]bool{}
@@ -64,213 +91,16 @@ func Parse(data []byte, getenv func(string) (string, bool)) (*Config, error) {
 	return c, nil
 }
 
-// decoder decodes a YAML node tree into the config structs field by field,
-// so that every problem is reported with its plugin and field, unknown keys
-// become warnings instead of errors, and ${...} references are expanded in
-// the scalars that are actually used.
-type decoder struct {
-	getenv   func(string) (string, bool)
-	expanded map[*yaml.Node]bool
-	problems []Problem
-	warnings []Problem
-}
-
-var (
-	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-	pluginType      = reflect.TypeFor[Plugin]()
-)
-
-func (d *decoder) problem(plugin, path, format string, args ...any) {
-	d.problems = append(d.problems, Problem{Plugin: plugin, Field: path, Message: fmt.Sprintf(format, args...)})
-}
-
-func (d *decoder) warn(plugin, path, format string, args ...any) {
-	d.warnings = append(d.warnings, Problem{Plugin: plugin, Field: path, Message: fmt.Sprintf(format, args...)})
-}
-
-// leaf reports whether values of type t are decoded by yaml itself rather
-// than walked key by key.
-func leaf(t reflect.Type) bool {
-	if t.Implements(unmarshalerType) || reflect.PointerTo(t).Implements(unmarshalerType) {
-		return true
+// syntaxProblem turns the error of parsing the YAML text into a Problem
+// with the exact position of the fault. (yaml.v3 reported the start of the
+// enclosing block, counted from 0, so its lines were early; v4 reports the
+// fault's own mark, counted from 1.)
+func syntaxProblem(err error) Problem {
+	var le *yaml.LoadError
+	if errors.As(err, &le) && le.Message != "" {
+		return Problem{Message: le.Message, Line: le.Mark.Line, Column: le.Mark.Column}
 	}
-	switch t.Kind() {
-	case reflect.Struct:
-		return false
-	case reflect.Pointer, reflect.Slice:
-		return leaf(t.Elem())
-	}
-	return true
-}
-
-func isNull(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
-}
-
-// decodeValue decodes n into v, reporting problems at plugin/path.
-func (d *decoder) decodeValue(n *yaml.Node, v reflect.Value, plugin, path string) {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	if isNull(n) {
-		return
-	}
-	t := v.Type()
-	switch {
-	case leaf(t):
-		if err := d.expandTree(n); err != nil {
-			d.problem(plugin, path, "line %d: %v", n.Line, err)
-			return
-		}
-		if err := n.Decode(v.Addr().Interface()); err != nil {
-			d.problem(plugin, path, "%s", yamlMessage(err))
-		}
-	case t.Kind() == reflect.Struct:
-		d.decodeStruct(n, v, plugin, path)
-	case t.Kind() == reflect.Pointer:
-		nv := reflect.New(t.Elem())
-		d.decodeValue(n, nv.Elem(), plugin, path)
-		v.Set(nv)
-	case t.Kind() == reflect.Slice:
-		if n.Kind != yaml.SequenceNode {
-			d.problem(plugin, path, "line %d: want a list, got a %s", n.Line, kindName(n))
-			return
-		}
-		s := reflect.MakeSlice(t, len(n.Content), len(n.Content))
-		for i, item := range n.Content {
-			if t.Elem() == pluginType {
-				d.decodePlugin(item, s.Index(i), fmt.Sprintf("%s[%d]", path, i))
-				continue
-			}
-			d.decodeValue(item, s.Index(i), plugin, fmt.Sprintf("%s[%d]", path, i))
-		}
-		v.Set(s)
-	}
-}
-
-// decodePlugin decodes one entry of "plugins"; its problems carry its name.
-func (d *decoder) decodePlugin(n *yaml.Node, v reflect.Value, path string) {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	name := ""
-	if n.Kind == yaml.MappingNode {
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == "name" && n.Content[i+1].Kind == yaml.ScalarNode {
-				if s, err := expandVars(n.Content[i+1].Value, d.getenv); err == nil {
-					name = strings.TrimSpace(s)
-				}
-			}
-		}
-	}
-	if name == "" {
-		d.decodeValue(n, v, "", path)
-		return
-	}
-	d.decodeValue(n, v, name, "")
-}
-
-// decodeStruct decodes a mapping into a struct, key by key.
-func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, plugin, path string) {
-	if n.Kind != yaml.MappingNode {
-		d.problem(plugin, path, "line %d: want a mapping, got a %s", n.Line, kindName(n))
-		return
-	}
-	fields := yamlFields(v.Type())
-	// Merge keys ("<<: *base") first, so explicit keys override them.
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if k := n.Content[i]; k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			val := n.Content[i+1]
-			if val.Kind == yaml.AliasNode && val.Alias != nil {
-				val = val.Alias
-			}
-			if val.Kind == yaml.SequenceNode {
-				for _, m := range val.Content {
-					d.decodeValue(m, v, plugin, path)
-				}
-				continue
-			}
-			d.decodeValue(val, v, plugin, path)
-		}
-	}
-	seen := map[string]bool{}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, val := n.Content[i], n.Content[i+1]
-		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
-			continue
-		}
-		key := k.Value
-		field := joinPath(path, key)
-		if seen[key] {
-			d.problem(plugin, field, "line %d: key given twice", k.Line)
-			continue
-		}
-		seen[key] = true
-		idx, ok := fields[key]
-		if !ok {
-			d.warn(plugin, field, "unknown key, ignored (line %d)", k.Line)
-			continue
-		}
-		d.decodeValue(val, v.Field(idx), plugin, field)
-	}
-}
-
-// yamlFields maps the yaml key names of a struct type to field indexes.
-func yamlFields(t reflect.Type) map[string]int {
-	m := make(map[string]int, t.NumField())
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("yaml")
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "-" || !f.IsExported() {
-			continue
-		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		m[name] = i
-	}
-	return m
-}
-
-// expandTree expands ${...} in every scalar under n, once per node. A plain
-// scalar is re-typed after expansion, so "${N}" can become an int.
-func (d *decoder) expandTree(n *yaml.Node) error {
-	if n == nil || d.expanded[n] {
-		return nil
-	}
-	d.expanded[n] = true
-	switch n.Kind {
-	case yaml.ScalarNode:
-		if !strings.Contains(n.Value, "${") {
-			return nil
-		}
-		s, err := expandVars(n.Value, d.getenv)
-		if err != nil {
-			return err
-		}
-		n.Value = s
-		if n.Style == 0 { // plain, untagged: resolve the type anew
-			n.Tag = ""
-		}
-	case yaml.AliasNode:
-		return d.expandTree(n.Alias)
-	default:
-		for _, c := range n.Content {
-			if err := d.expandTree(c); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// yamlMessage turns a yaml decoding error into one line.
-func yamlMessage(err error) string {
-	if te, ok := err.(*yaml.TypeError); ok {
-		return strings.Join(te.Errors, "; ")
-	}
-	return strings.TrimPrefix(err.Error(), "yaml: ")
+	return Problem{Message: strings.TrimPrefix(err.Error(), "yaml: ")}
 }
 
 // sortByPlugin orders problems by the position of their plugin in the file,

@@ -18,10 +18,27 @@ type Problem struct {
 	Field string
 	// Message says what is wrong, and how to fix it where that is not obvious.
 	Message string
+	// Line and Column locate the problem in the file (1-based; 0: unknown,
+	// or a config built in code). Column is set for YAML syntax errors only.
+	Line, Column int
 }
 
-// String formats p as `plugin "pii": mcp.url: must be an http(s) URL`.
+// String formats p as `line 12: plugin "pii": mcp.url: must be an http(s)
+// URL` (without "line N: " when the line is unknown).
 func (p Problem) String() string {
+	switch {
+	case p.Line > 0 && p.Column > 0:
+		return fmt.Sprintf("line %d, column %d: %s", p.Line, p.Column, p.Text())
+	case p.Line > 0:
+		return fmt.Sprintf("line %d: %s", p.Line, p.Text())
+	}
+	return p.Text()
+}
+
+// Text formats p without its position, as `plugin "pii": mcp.url: must be
+// an http(s) URL`, for callers that print the position their own way
+// (file:line:column).
+func (p Problem) Text() string {
 	var b strings.Builder
 	if p.Plugin != "" {
 		fmt.Fprintf(&b, "plugin %q: ", p.Plugin)

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // ErrBadSeconds is wrapped by every error about a value that is not a
@@ -43,16 +43,16 @@ func parseSeconds(s string) (time.Duration, error) {
 // values are refused.
 func (s *Seconds) UnmarshalYAML(n *yaml.Node) error {
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: %w, got a %s", n.Line, ErrBadSeconds, kindName(n))
+		return fmt.Errorf("%w, got a %s", ErrBadSeconds, kindName(n))
 	}
 	switch n.ShortTag() {
 	case "!!int", "!!float", "!!str":
 	default:
-		return fmt.Errorf("line %d: %w, got %q", n.Line, ErrBadSeconds, n.Value)
+		return fmt.Errorf("%w, got %q", ErrBadSeconds, n.Value)
 	}
 	d, err := parseSeconds(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return err
 	}
 	s.Duration = d
 	return nil

@@ -15,7 +15,8 @@ import (
 
 // Validate returns every problem of c (nil when it is usable). It checks c
 // as it is: call [Config.ApplyDefaults] first for a config built in code.
-// TLS files are opened, so validation sees what the process can read now.
+// TLS files are opened, so validation sees what the process can read now
+// (see [Options.SkipFiles] to check without them).
 func (c *Config) Validate() []Problem {
 	problems, _ := c.Check()
 	return problems
@@ -23,13 +24,17 @@ func (c *Config) Validate() []Problem {
 
 // Check returns every problem of c and the warnings about it: settings that
 // load but are ignored here or look like mistakes. See [Config.Validate].
-func (c *Config) Check() (problems, warnings []Problem) {
-	v := &validator{}
+func (c *Config) Check() (problems, warnings []Problem) { return c.CheckWith(Options{}) }
+
+// CheckWith is [Config.Check] with options.
+func (c *Config) CheckWith(o Options) (problems, warnings []Problem) {
+	v := &validator{opts: o}
 	v.config(c)
 	return v.problems, v.warnings
 }
 
 type validator struct {
+	opts     Options
 	problems []Problem
 	warnings []Problem
 }
@@ -72,7 +77,7 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 	case "":
 		v.problem(label, field("kind"), `required: "external" (only external MCP plugins run in the sidecar)`)
 	default:
-		v.problem(label, field("kind"), "unsupported kind %q: only external MCP plugins run in the sidecar", p.Kind)
+		v.problem(label, field("kind"), "unsupported kind %q: only external MCP plugins run in the sidecar%s", p.Kind, didYouMean(p.Kind, []string{KindExternal}))
 	}
 	if p.Kind == KindExternal && len(p.Config) > 0 {
 		v.problem(label, field("config"), "not allowed with kind external: a plugin's config is set on the plugin server")
@@ -81,19 +86,22 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		f := field(fmt.Sprintf("hooks[%d]", i))
 		switch {
 		case !cpex.KnownHook(h):
-			v.problem(label, f, "unknown hook %q", h)
+			v.problem(label, f, "unknown hook %q%s", h, didYouMean(string(h), words(cpex.KnownHooks()...)))
 		case !slices.Contains(cpex.MCPHooks[:], h):
 			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt and resource hooks do)", h)
 		}
 	}
 	if p.Mode != "" {
 		if _, ok := p.Mode.Canonical(); !ok {
-			v.problem(label, field("mode"), "unknown mode %q: want sequential, transform, audit, concurrent, fire_and_forget or disabled (legacy: enforce, permissive, enforce_ignore_error)", p.Mode)
+			v.problem(label, field("mode"), "unknown mode %q: want sequential, transform, audit, concurrent, fire_and_forget or disabled (legacy: enforce, permissive, enforce_ignore_error)%s", p.Mode,
+				didYouMean(string(p.Mode), words(ModeSequential, ModeTransform, ModeAudit, ModeConcurrent, ModeFireAndForget, ModeDisabled,
+					LegacyModeEnforce, LegacyModePermissive, LegacyModeEnforceIgnoreError)))
 		}
 	}
 	if p.OnError != "" {
 		if _, ok := p.OnError.Canonical(); !ok {
-			v.problem(label, field("on_error"), "unknown on_error %q: want fail, ignore or disable", p.OnError)
+			v.problem(label, field("on_error"), "unknown on_error %q: want fail, ignore or disable%s", p.OnError,
+				didYouMean(string(p.OnError), words(OnErrorFail, OnErrorIgnore, OnErrorDisable)))
 		}
 	}
 	for i, c := range p.Conditions {
@@ -180,7 +188,7 @@ func (v *validator) mcp(m *MCP, label string, field func(string) string) {
 	case "SSE", "STDIO", "HTTP", "GRPC":
 		v.problem(label, field("mcp.proto"), "unsupported proto %q: the sidecar speaks STREAMABLEHTTP only", m.Proto)
 	default:
-		v.problem(label, field("mcp.proto"), "unknown proto %q: want STREAMABLEHTTP", m.Proto)
+		v.problem(label, field("mcp.proto"), "unknown proto %q: want STREAMABLEHTTP%s", m.Proto, didYouMean(m.Proto, []string{ProtoStreamableHTTP}))
 	}
 	if m.Proto == ProtoStreamableHTTP || m.Proto == "" {
 		if m.URL == "" {
@@ -242,9 +250,10 @@ func (v *validator) tls(t *TLS, label string, field func(string) string, path st
 	}
 }
 
-// file checks that a TLS file exists, is a regular file and can be read.
+// file checks that a TLS file exists, is a regular file and can be read
+// (unless the options skip files).
 func (v *validator) file(label, field, path string) {
-	if path == "" {
+	if path == "" || v.opts.SkipFiles {
 		return
 	}
 	f, err := os.Open(path)
@@ -299,7 +308,7 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 	}
 	for _, ch := range e.choices() {
 		if w := *ch.value; w != "" && !slices.Contains(ch.values, w) {
-			v.problem("", ch.field, "must be %s, got %q", quotedOr(ch.values), w)
+			v.problem("", ch.field, "must be %s, got %q%s", quotedOr(ch.values), w, didYouMean(w, ch.values))
 		}
 	}
 	for _, h := range []struct{ field, name string }{

@@ -11,6 +11,7 @@ package cpex
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 )
 
 // ErrInvalidReply is the cause of every failure where a plugin answered
@@ -47,17 +48,23 @@ var MCPHooks = [...]HookType{
 	ResourcePreFetch, ResourcePostFetch,
 }
 
+// knownHooks lists every hook type cpex defines: the MCP hooks, then the
+// families this project does not dispatch (http_*, agent_*). Never written.
+var knownHooks = [...]HookType{
+	ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
+	ResourcePreFetch, ResourcePostFetch,
+	"http_pre_request", "http_post_request", "http_auth_resolve_user",
+	"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke",
+}
+
+// KnownHooks returns every hook type cpex defines (a fresh slice): the MCP
+// hooks first, then the http_* and agent_* families.
+func KnownHooks() []HookType { return slices.Clone(knownHooks[:]) }
+
 // KnownHook reports whether h is a hook type that cpex defines, including the
 // families this project does not dispatch (http_*, agent_*).
 func KnownHook(h HookType) bool {
-	switch h {
-	case ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
-		ResourcePreFetch, ResourcePostFetch,
-		"http_pre_request", "http_post_request", "http_auth_resolve_user",
-		"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke":
-		return true
-	}
-	return false
+	return slices.Contains(knownHooks[:], h)
 }
 
 // ToolPreInvokePayload is the payload of tool_pre_invoke.
