@@ -18,8 +18,9 @@ type brokenCase struct {
 
 const (
 	envoyYAML  = "envoy/envoy.yaml"
-	configYAML = "manifests/config/config.yaml"
+	configYAML = "manifests/examples/demo/config.yaml"
 	baseDeploy = "manifests/base/deployment.yaml"
+	echoServer = "manifests/overlays/examples/echo-server.yaml"
 	filterYAML = "manifests/istio/envoyfilter.yaml"
 )
 
@@ -102,7 +103,13 @@ var brokenCases = []brokenCase{
 
 	// manifests
 	{name: "unknown manifest field", file: baseDeploy,
-		old: "        image: mcp-echo:dev\n", new: "        image: mcp-echo:dev\n        imagePolicy: Never\n", want: `unknown field "imagePolicy"`},
+		old: "        image: mcp-extproc:dev\n", new: "        image: mcp-extproc:dev\n        imagePolicy: Never\n", want: `unknown field "imagePolicy"`},
+	{name: "example image in the product", file: "manifests/base/kustomization.yaml",
+		old: "- deployment.yaml\n", new: "- deployment.yaml\n- ../example-plugin\n", want: "runs the example image mcp-extproc-example-plugin:dev"},
+	{name: "server container in the product", file: "manifests/base/kustomization.yaml",
+		old: "- service.yaml\n", new: "- service.yaml\npatches:\n- path: echo-server.yaml\n",
+		want: "has a server container (server)",
+		extra: func(s snapshot) snapshot { return s.put("manifests/base/echo-server.yaml", s.file(echoServer)) }},
 	{name: "probe port mismatch", file: baseDeploy,
 		old: "          grpc:\n            port: 50052", new: "          grpc:\n            port: 50053", want: "startupProbe port 50053 is not a port"},
 	{name: "readiness probe path", file: baseDeploy,
@@ -138,7 +145,7 @@ var brokenCases = []brokenCase{
 		old: "targetPort: envoy-http", new: "targetPort: envoy-htp", want: "which no container of Deployment mcp-server declares"},
 	{name: "Service around Envoy", file: "manifests/base/service.yaml",
 		old: "targetPort: envoy-http", new: "targetPort: grpc", want: "exposes container extproc around Envoy"},
-	{name: "server on all interfaces", file: baseDeploy,
+	{name: "server on all interfaces", file: echoServer,
 		old: "--addr=127.0.0.1:3000", new: "--addr=:3000", want: "reachable around Envoy"},
 	{name: "grace period too short", file: baseDeploy,
 		old: "terminationGracePeriodSeconds: 40", new: "terminationGracePeriodSeconds: 15", want: "terminationGracePeriodSeconds must exceed"},

@@ -10,7 +10,7 @@ import (
 func checkAll(s snapshot, rd *renderer) []error {
 	var p problems
 	var renders []*rendered
-	for _, dir := range []string{baseDir, kindDir, istioDir, transportsDir} {
+	for _, dir := range []string{baseDir, examplesDir, kindDir, istioDir, transportsDir} {
 		r, errs := rd.render(s, dir)
 		p.errs = append(p.errs, errs...)
 		if r == nil {
@@ -19,8 +19,11 @@ func checkAll(s snapshot, rd *renderer) []error {
 		renders = append(renders, r)
 		pods, errs := checkRendered(s, r)
 		p.errs = append(p.errs, errs...)
+		if r.productOnly {
+			p.errs = append(p.errs, checkProductOnly(r, pods)...)
+		}
 		switch dir {
-		case baseDir, transportsDir:
+		case baseDir, examplesDir, transportsDir:
 			n := 0
 			for _, pd := range pods {
 				if pd.envoy != nil {
@@ -41,6 +44,24 @@ func checkAll(s snapshot, rd *renderer) []error {
 	p.errs = append(p.errs, checkDockerfile(s)...)
 	p.errs = append(p.errs, checkBuildCommand(s)...)
 	p.errs = append(p.errs, checkImagePorts(s, renders)...)
+	return p.errs
+}
+
+// checkProductOnly checks a render of the product alone: no example image
+// (the echo server, the example plugin) and no server container in the Pod
+// with Envoy (the user adds theirs).
+func checkProductOnly(r *rendered, pods []*pod) []error {
+	var p problems
+	for _, pd := range pods {
+		for _, c := range containers(pd.spec) {
+			if b := imageBase(c.Image); b == imageEcho || b == imagePlugin {
+				p.addf("%s: container %s runs the example image %s: the product holds no examples (move it to an overlay)", pd.where, c.Name, c.Image)
+			}
+		}
+		if pd.envoy != nil && len(pd.servers) > 0 {
+			p.addf("%s: has a server container (%s): the product leaves the MCP server to the user's overlay", pd.where, pd.servers[0].Name)
+		}
+	}
 	return p.errs
 }
 
