@@ -108,7 +108,7 @@ var brokenCases = []brokenCase{
 		old: "- deployment.yaml\n", new: "- deployment.yaml\n- ../example-plugin\n", want: "runs the example image mcp-extproc-example-plugin:dev"},
 	{name: "server container in the product", file: "manifests/base/kustomization.yaml",
 		old: "- service.yaml\n", new: "- service.yaml\npatches:\n- path: echo-server.yaml\n",
-		want: "has a server container (server)",
+		want:  "has a server container (server)",
 		extra: func(s snapshot) snapshot { return s.put("manifests/base/echo-server.yaml", s.file(echoServer)) }},
 	{name: "probe port mismatch", file: baseDeploy,
 		old: "          grpc:\n            port: 50052", new: "          grpc:\n            port: 50053", want: "startupProbe port 50053 is not a port"},
