@@ -87,6 +87,17 @@ var brokenCases = []brokenCase{
 	{name: "no readiness listener", file: envoyYAML,
 		old: "pass_through_mode: false", new: "pass_through_mode: true", want: "no listener answers health checks"},
 
+	{name: "stats listener exposes admin", file: envoyYAML,
+		old: "path: /stats/prometheus\n", new: "prefix: /\n", want: "exposes the admin interface beyond /stats/prometheus"},
+	{name: "stats listener rewrites the path", file: envoyYAML,
+		old: "cluster: envoy_admin\n", new: "cluster: envoy_admin\n                  prefix_rewrite: /quitquitquit\n", want: "rewrites the path"},
+	{name: "stats cluster misses admin", file: envoyYAML,
+		old: "port_value: 9901\n\n", new: "port_value: 9903\n\n", want: "no listener serves /stats/prometheus"},
+	{name: "stats listener on the admin port", file: envoyYAML,
+		old: "port_value: 9902", new: "port_value: 9901", want: "listens on the admin port 9901"},
+	{name: "stats port not declared", file: baseDeploy,
+		old: "containerPort: 9902", new: "containerPort: 9903", want: "stats listener port 9902 is not a container port"},
+
 	// plugin configuration
 	{name: "hook timeout above message timeout", file: configYAML,
 		old: "hook_timeout: 6", new: "hook_timeout: 8", want: "message_timeout 7s must exceed extproc.hook_timeout 8s"},

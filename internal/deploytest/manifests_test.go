@@ -420,6 +420,10 @@ type pod struct {
 	extproc *extprocFacts
 	envoy   *corev1.Container
 	servers []*corev1.Container // the other containers of an Envoy Pod
+	// stats is Envoy's stats listener (port, path) once the bootstrap
+	// checked; zero without Envoy.
+	stats   statsEndpoint
+	mcpPort uint32 // Envoy's MCP listener
 }
 
 // extprocFacts are what a checked extproc container says about itself.
@@ -460,6 +464,8 @@ func checkRendered(s snapshot, r *rendered) ([]*pod, []error) {
 	for _, dr := range r.destRules {
 		checkDestinationRule(r, dr, &p)
 	}
+	checkMonitors(r, pods, &p)
+	checkNetworkPolicies(r, pods, &p)
 	for _, pdb := range r.pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if err != nil {
@@ -788,6 +794,10 @@ func checkEnvoyContainer(s snapshot, r *rendered, pd *pod, p *problems) {
 
 	if facts.extproc.port != 0 && facts.extproc.port != uint32(ex.grpcPort) {
 		p.addf("%s: the ext_proc cluster targets port %d, the extproc sidecar listens on %d", where, facts.extproc.port, ex.grpcPort)
+	}
+	pd.stats, pd.mcpPort = facts.stats, facts.mcpPort
+	if facts.stats.port != 0 && !hasPort(c, int32(facts.stats.port)) {
+		p.addf("%s: the stats listener port %d is not a container port: Prometheus cannot scrape Envoy", where, facts.stats.port)
 	}
 	if facts.mcpPort != 0 && !hasPort(c, int32(facts.mcpPort)) {
 		p.addf("%s: the MCP listener port %d is not a container port", where, facts.mcpPort)
