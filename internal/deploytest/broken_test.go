@@ -176,6 +176,9 @@ var brokenCases = []brokenCase{
 		extra: func(s snapshot) snapshot {
 			return s.put("envoy/other.yaml", append([]byte("# a second copy\n"), s.file(envoyYAML)...))
 		}},
+	{name: "Envoy config change does not roll", file: "envoy/kustomization.yaml",
+		old: "configMapGenerator:", new: "generatorOptions:\n  disableNameSuffixHash: true\nconfigMapGenerator:",
+		want: "volume envoy-config (ConfigMap envoy-config): no checksum/envoy-config annotation"},
 	{name: "unexpected kind", file: "manifests/base/service.yaml",
 		old: "kind: Service", new: "kind: Ingress", want: `unexpected kind "v1 Ingress"`},
 

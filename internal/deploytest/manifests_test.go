@@ -68,18 +68,21 @@ type rendered struct {
 	dir string
 	// productOnly: the Pod with Envoy has no MCP server container yet (the
 	// user adds it), and no example image may appear.
-	productOnly  bool
-	deployments  []*appsv1.Deployment
-	services     []*corev1.Service
-	configMaps   []*corev1.ConfigMap
-	namespaces   []*corev1.Namespace
-	pdbs         []*policyv1.PodDisruptionBudget
-	envoyFilters []*envoyFilter
-	destRules    []*destinationRule
-	rules        []*prometheusRule
-	netPolicies  []*networkingv1.NetworkPolicy
-	podMonitors  []*podMonitor
-	svcMonitors  []*serviceMonitor
+	productOnly bool
+	// strictRollout: every mounted ConfigMap must roll the Pods on a
+	// change, extproc's live-reloaded config included (the helm chart).
+	strictRollout bool
+	deployments   []*appsv1.Deployment
+	services      []*corev1.Service
+	configMaps    []*corev1.ConfigMap
+	namespaces    []*corev1.Namespace
+	pdbs          []*policyv1.PodDisruptionBudget
+	envoyFilters  []*envoyFilter
+	destRules     []*destinationRule
+	rules         []*prometheusRule
+	netPolicies   []*networkingv1.NetworkPolicy
+	podMonitors   []*podMonitor
+	svcMonitors   []*serviceMonitor
 }
 
 // envoyFilter is the part of Istio's networking.istio.io/v1alpha3
@@ -443,6 +446,7 @@ func checkRendered(s snapshot, r *rendered) ([]*pod, []error) {
 		pd := &pod{where: fmt.Sprintf("%s: Deployment %s", r.dir, d.Name), d: d, spec: &d.Spec.Template.Spec}
 		pods = append(pods, pd)
 		checkPod(s, r, pd, &p)
+		checkConfigRollout(r, pd, r.strictRollout, &p)
 	}
 	for _, svc := range r.services {
 		checkService(r, svc, &p)
