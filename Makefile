@@ -1,7 +1,8 @@
 # mcp-extproc — the two commands a newcomer needs:
 #   make demo   start a local stack and push MCP calls through the sidecar
 #               (DEMO_FLAGS=-transports=mcp,grpc: the policy split over MCP and gRPC)
-#   make test   vet, format check, race-enabled tests, short fuzz runs
+#   make test   vet, format check, race-enabled tests (with the chart's
+#               helm checks: bin/helm is built once), short fuzz runs
 # Everything else is optional. Only Go (see go.mod) must be installed; the
 # Makefile fetches the modules it needs.
 

@@ -179,6 +179,10 @@ var brokenCases = []brokenCase{
 	{name: "Envoy config change does not roll", file: "envoy/kustomization.yaml",
 		old: "configMapGenerator:", new: "generatorOptions:\n  disableNameSuffixHash: true\nconfigMapGenerator:",
 		want: "volume envoy-config (ConfigMap envoy-config): no checksum/envoy-config annotation"},
+	{name: "PodMonitor scrapes Envoy's MCP port", file: "manifests/observability/sidecar/podmonitor.yaml",
+		old: "port: envoy-stats", new: "port: envoy-http", want: "port 8080 of Envoy is not its stats listener"},
+	{name: "PodMonitor selects nothing", file: "manifests/observability/gateway/podmonitor.yaml",
+		old: "app.kubernetes.io/name: mcp-extproc", new: "app.kubernetes.io/name: extproc", want: "PodMonitor mcp-extproc: selects no Deployment's Pods"},
 	{name: "unexpected kind", file: "manifests/base/service.yaml",
 		old: "kind: Service", new: "kind: Ingress", want: `unexpected kind "v1 Ingress"`},
 

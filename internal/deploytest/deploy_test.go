@@ -41,9 +41,41 @@ func checkAll(s snapshot, rd *renderer) []error {
 			}
 		}
 	}
+	p.errs = append(p.errs, checkMonitoringRoots(s, rd)...)
 	p.errs = append(p.errs, checkDockerfile(s)...)
 	p.errs = append(p.errs, checkBuildCommand(s)...)
 	p.errs = append(p.errs, checkImagePorts(s, renders)...)
+	return p.errs
+}
+
+// Monitoring roots: manifests/observability, and where its parts meet the
+// deployments they scrape (kustomizations made in the snapshot only).
+const (
+	observabilityDir = "manifests/observability"
+	sidecarMonDir    = "manifests/.deploytest/sidecar-monitoring"
+	gatewayMonDir    = "manifests/.deploytest/gateway-monitoring"
+)
+
+// checkMonitoringRoots renders manifests/observability, then each of its
+// PodMonitors with the deployment it scrapes, and checks those.
+func checkMonitoringRoots(s snapshot, rd *renderer) []error {
+	var p problems
+	_, errs := rd.render(s, observabilityDir)
+	p.errs = append(p.errs, errs...)
+	s = s.put(sidecarMonDir+"/kustomization.yaml", []byte("resources:\n- ../../overlays/examples\n- ../../observability/sidecar\n"))
+	s = s.put(gatewayMonDir+"/kustomization.yaml", []byte("resources:\n- ../../istio/extproc\n- ../../observability/gateway\n"))
+	for _, dir := range []string{sidecarMonDir, gatewayMonDir} {
+		r, errs := rd.render(s, dir)
+		p.errs = append(p.errs, errs...)
+		if r == nil {
+			continue
+		}
+		if len(r.podMonitors) == 0 {
+			p.addf("%s: no PodMonitor", dir)
+		}
+		_, errs = checkRendered(s, r)
+		p.errs = append(p.errs, errs...)
+	}
 	return p.errs
 }
 
