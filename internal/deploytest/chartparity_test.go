@@ -51,12 +51,10 @@ func product(t *testing.T, r *rendered) productOf {
 	return p
 }
 
-// TestChartDefaultsMatchBase renders the chart with its default values and
+// testChartDefaultsMatchBase renders the chart with its default values and
 // manifests/base, and wants the same product: the same containers, args,
 // ports, probes, resources, security context, volumes and mounted files.
-func TestChartDefaultsMatchBase(t *testing.T) {
-	bin := helmBinary(t)
-	s := loadSnapshot(t)
+func testChartDefaultsMatchBase(t *testing.T, bin string, s snapshot) {
 	base, errs := render(s, baseDir)
 	for _, err := range errs {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package deploytest
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -126,5 +128,27 @@ func TestEnvoyBootstrap(t *testing.T) {
 	}
 	if len(facts.upstreams) != 1 || facts.upstreams[0].String() != "127.0.0.1:3000" {
 		t.Errorf("upstreams = %v, want [127.0.0.1:3000]", facts.upstreams)
+	}
+}
+
+// TestEveryKustomizationRenders builds every kustomization folder of the
+// repository (components excepted: they build only inside another), so a
+// folder no other check names cannot rot.
+func TestEveryKustomizationRenders(t *testing.T) {
+	s := loadSnapshot(t)
+	rd := newRenderer()
+	n := 0
+	for name, data := range s.files {
+		dir, ok := strings.CutSuffix(name, "/kustomization.yaml")
+		if !ok || strings.Contains(string(data), "kind: Component") {
+			continue
+		}
+		n++
+		if _, errs := rd.render(s, dir); len(errs) > 0 {
+			t.Errorf("%s: %v", dir, errors.Join(errs...))
+		}
+	}
+	if n < 10 {
+		t.Errorf("only %d kustomizations found", n)
 	}
 }

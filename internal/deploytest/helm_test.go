@@ -147,6 +147,9 @@ func renderChart(t *testing.T, bin string, sh helmShape) *rendered {
 // the EnvoyFilter, PDBs, monitors, NetworkPolicies), plus: every mounted
 // ConfigMap rolls the Pods through a matching checksum annotation, and the
 // alerts' metrics exist.
+//
+// It needs bin/helm (`make helm`; `make test` builds it first) and skips,
+// in one line, without it.
 func TestHelmChart(t *testing.T) {
 	bin := helmBinary(t)
 	s := loadSnapshot(t)
@@ -159,6 +162,8 @@ func TestHelmChart(t *testing.T) {
 			}
 		})
 	}
+	t.Run("defaults match base", func(t *testing.T) { testChartDefaultsMatchBase(t, bin, s) })
+	t.Run("broken", func(t *testing.T) { testHelmChartBroken(t, bin, s, sidecar, envoy) })
 }
 
 // checkChartRender runs the deploy checks on one render of the chart.
@@ -225,12 +230,9 @@ var brokenCharts = []brokenChart{
 		want: "metric mcp_extproc_plugin_circuit_opened is exported neither", shape: 1},
 }
 
-// TestHelmChartBroken proves the checks bite on the chart: each case breaks
+// testHelmChartBroken proves the checks bite on the chart: each case breaks
 // a copy of it, and its render must report the problem.
-func TestHelmChartBroken(t *testing.T) {
-	bin := helmBinary(t)
-	s := loadSnapshot(t)
-	sidecar, envoy := sidecarMetrics(t), envoyMetrics()
+func testHelmChartBroken(t *testing.T, bin string, s snapshot, sidecar, envoy map[string]bool) {
 	src := filepath.Join(repoRoot(t), chartDir)
 	for _, tc := range brokenCharts {
 		t.Run(tc.name, func(t *testing.T) {
