@@ -26,11 +26,14 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/* An image reference from (dict "image" IMAGE "default" TAG): tag, else default; a sha256: tag is a digest. */}}
 {{- define "mcp-extproc.image" -}}
-{{- if hasPrefix "sha256:" .tag -}}
-{{ .repository }}@{{ .tag }}
+{{- $tag := .image.tag | default .default | toString -}}
+{{- if not $tag }}{{ fail (printf "image %s: no tag" .image.repository) }}{{ end -}}
+{{- if hasPrefix "sha256:" $tag -}}
+{{ .image.repository }}@{{ $tag }}
 {{- else -}}
-{{ .repository }}:{{ .tag }}
+{{ .image.repository }}:{{ $tag }}
 {{- end -}}
 {{- end -}}
 
@@ -47,7 +50,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{/* The extproc container, shared by both modes. */}}
 {{- define "mcp-extproc.extprocContainer" -}}
 - name: extproc
-  image: {{ include "mcp-extproc.image" .Values.image.extproc }}
+  image: {{ include "mcp-extproc.image" (dict "image" .Values.image.extproc "default" .Chart.AppVersion) }}
   {{- with .Values.image.extproc.pullPolicy }}
   imagePullPolicy: {{ . }}
   {{- end }}
