@@ -42,6 +42,7 @@ var helmShapes = []helmShape{
 	{name: "sidecar-defaults", productOnly: true, sidecars: 1},
 	{name: "sidecar-full", values: "testdata/helm/sidecar-full.yaml", sidecars: 1},
 	{name: "gateway-full", values: "testdata/helm/gateway-full.yaml", envoyFilters: 1},
+	{name: "gateway-plain", values: "testdata/helm/gateway-plain.yaml"},
 }
 
 // helmBinary returns bin/helm, or skips the test when it is not built.

@@ -36,10 +36,10 @@ import (
 const (
 	// The product only: no MCP server container, no example plugin.
 	baseDir = "manifests/base"
-	// base with the echo server and the demo policy.
-	examplesDir = "manifests/overlays/examples"
-	kindDir     = "manifests/overlays/kind"
-	istioDir    = "manifests/istio"
+	// base with the echo server and the demo policy
+	// (manifests/overlays/examples), on kind.
+	kindDir  = "manifests/overlays/kind"
+	istioDir = "manifests/istio"
 	// An example on top of base: plugins over gRPC and a Unix socket.
 	transportsDir = "manifests/examples/plugin-transports"
 )
