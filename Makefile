@@ -2,7 +2,8 @@
 #   make demo   start a local stack and push MCP calls through the sidecar
 #               (DEMO_FLAGS=-transports=mcp,grpc: the policy split over MCP and gRPC;
 #               DEMO_FLAGS=-keep: keep the stack up until Ctrl-C)
-#   make test   vet, format check, race-enabled tests, short fuzz runs
+#   make test   vet, format check, race-enabled tests (with the chart's helm
+#               checks: bin/helm is built once), short fuzz runs
 # Everything else is optional (`make help` lists it). Only Go (see go.mod)
 # must be installed; the Makefile fetches the modules it needs.
 #

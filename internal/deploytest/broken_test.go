@@ -18,8 +18,9 @@ type brokenCase struct {
 
 const (
 	envoyYAML  = "envoy/envoy.yaml"
-	configYAML = "manifests/config/config.yaml"
+	configYAML = "manifests/examples/demo/config.yaml"
 	baseDeploy = "manifests/base/deployment.yaml"
+	echoServer = "manifests/overlays/examples/echo-server.yaml"
 	filterYAML = "manifests/istio/envoyfilter.yaml"
 )
 
@@ -86,6 +87,17 @@ var brokenCases = []brokenCase{
 	{name: "no readiness listener", file: envoyYAML,
 		old: "pass_through_mode: false", new: "pass_through_mode: true", want: "no listener answers health checks"},
 
+	{name: "stats listener exposes admin", file: envoyYAML,
+		old: "path: /stats/prometheus\n", new: "prefix: /\n", want: "exposes the admin interface beyond /stats/prometheus"},
+	{name: "stats listener rewrites the path", file: envoyYAML,
+		old: "cluster: envoy_admin\n", new: "cluster: envoy_admin\n                  prefix_rewrite: /quitquitquit\n", want: "rewrites the path"},
+	{name: "stats cluster misses admin", file: envoyYAML,
+		old: "port_value: 9901\n\n", new: "port_value: 9903\n\n", want: "no listener serves /stats/prometheus"},
+	{name: "stats listener on the admin port", file: envoyYAML,
+		old: "port_value: 9902", new: "port_value: 9901", want: "listens on the admin port 9901"},
+	{name: "stats port not declared", file: baseDeploy,
+		old: "containerPort: 9902", new: "containerPort: 9903", want: "stats listener port 9902 is not a container port"},
+
 	// plugin configuration
 	{name: "hook timeout above message timeout", file: configYAML,
 		old: "hook_timeout: 6", new: "hook_timeout: 8", want: "message_timeout 7s must exceed extproc.hook_timeout 8s"},
@@ -102,7 +114,13 @@ var brokenCases = []brokenCase{
 
 	// manifests
 	{name: "unknown manifest field", file: baseDeploy,
-		old: "        image: mcp-echo:dev\n", new: "        image: mcp-echo:dev\n        imagePolicy: Never\n", want: `unknown field "imagePolicy"`},
+		old: "        image: mcp-extproc:dev\n", new: "        image: mcp-extproc:dev\n        imagePolicy: Never\n", want: `unknown field "imagePolicy"`},
+	{name: "example image in the product", file: "manifests/base/kustomization.yaml",
+		old: "- deployment.yaml\n", new: "- deployment.yaml\n- ../example-plugin\n", want: "runs the example image mcp-extproc-example-plugin:dev"},
+	{name: "server container in the product", file: "manifests/base/kustomization.yaml",
+		old: "- service.yaml\n", new: "- service.yaml\npatches:\n- path: echo-server.yaml\n",
+		want:  "has a server container (server)",
+		extra: func(s snapshot) snapshot { return s.put("manifests/base/echo-server.yaml", s.file(echoServer)) }},
 	{name: "probe port mismatch", file: baseDeploy,
 		old: "          grpc:\n            port: 50052", new: "          grpc:\n            port: 50053", want: "startupProbe port 50053 is not a port"},
 	{name: "readiness probe path", file: baseDeploy,
@@ -138,7 +156,7 @@ var brokenCases = []brokenCase{
 		old: "targetPort: envoy-http", new: "targetPort: envoy-htp", want: "which no container of Deployment mcp-server declares"},
 	{name: "Service around Envoy", file: "manifests/base/service.yaml",
 		old: "targetPort: envoy-http", new: "targetPort: grpc", want: "exposes container extproc around Envoy"},
-	{name: "server on all interfaces", file: baseDeploy,
+	{name: "server on all interfaces", file: echoServer,
 		old: "--addr=127.0.0.1:3000", new: "--addr=:3000", want: "reachable around Envoy"},
 	{name: "grace period too short", file: baseDeploy,
 		old: "terminationGracePeriodSeconds: 40", new: "terminationGracePeriodSeconds: 15", want: "terminationGracePeriodSeconds must exceed"},
@@ -158,6 +176,13 @@ var brokenCases = []brokenCase{
 		extra: func(s snapshot) snapshot {
 			return s.put("envoy/other.yaml", append([]byte("# a second copy\n"), s.file(envoyYAML)...))
 		}},
+	{name: "Envoy config change does not roll", file: "envoy/kustomization.yaml",
+		old: "configMapGenerator:", new: "generatorOptions:\n  disableNameSuffixHash: true\nconfigMapGenerator:",
+		want: "volume envoy-config (ConfigMap envoy-config): no checksum/envoy-config annotation"},
+	{name: "PodMonitor scrapes Envoy's MCP port", file: "manifests/observability/sidecar/podmonitor.yaml",
+		old: "port: envoy-stats", new: "port: envoy-http", want: "port 8080 of Envoy is not its stats listener"},
+	{name: "PodMonitor selects nothing", file: "manifests/observability/gateway/podmonitor.yaml",
+		old: "app.kubernetes.io/name: mcp-extproc", new: "app.kubernetes.io/name: extproc", want: "PodMonitor mcp-extproc: selects no Deployment's Pods"},
 	{name: "unexpected kind", file: "manifests/base/service.yaml",
 		old: "kind: Service", new: "kind: Ingress", want: `unexpected kind "v1 Ingress"`},
 

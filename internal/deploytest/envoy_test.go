@@ -136,6 +136,7 @@ type bootstrapFacts struct {
 	extproc         hostPort // the ext_proc cluster's endpoint
 	upstreams       []hostPort
 	upstreamHCPaths []string // active HTTP health check paths of the upstreams
+	stats           statsEndpoint
 }
 
 // extProcLimits are the values of the plugin configuration the ext_proc
@@ -330,6 +331,8 @@ func checkBootstrap(data []byte, lim extProcLimits) (bootstrapFacts, []error) {
 	for _, c := range bs.GetStaticResources().GetClusters() {
 		clusters[c.GetName()] = c
 	}
+	admin := bs.GetAdmin().GetAddress().GetSocketAddress()
+	sc := statsCheck{admin: hostPort{host: admin.GetAddress(), port: admin.GetPortValue()}, clusters: clusters}
 
 	var msgTimeout time.Duration
 	extprocCluster := ""
@@ -352,6 +355,10 @@ func checkBootstrap(data []byte, lim extProcLimits) (bootstrapFacts, []error) {
 		if ep == nil {
 			if path, ok := healthCheckPath(h); ok {
 				facts.readyPort, facts.readyPath = port, path
+				continue
+			}
+			if sc.isStatsListener(h) {
+				errs = append(errs, sc.check(l, h)...)
 				continue
 			}
 			if len(routedClusters(h)) > 0 {
@@ -384,6 +391,7 @@ func checkBootstrap(data []byte, lim extProcLimits) (bootstrapFacts, []error) {
 	if nExtProc != 1 {
 		bad("want exactly one listener with the %s filter, found %d", extProcFilter, nExtProc)
 	}
+	facts.stats, errs = sc.result(errs)
 	if facts.readyPort == 0 {
 		bad("no listener answers health checks (%s) for the kubelet's readiness probe", healthCheckFilter)
 	}

@@ -21,6 +21,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -33,7 +34,10 @@ import (
 
 // The kustomization roots that are deployed.
 const (
-	baseDir  = "manifests/base"
+	// The product only: no MCP server container, no example plugin.
+	baseDir = "manifests/base"
+	// base with the echo server and the demo policy
+	// (manifests/overlays/examples), on kind.
 	kindDir  = "manifests/overlays/kind"
 	istioDir = "manifests/istio"
 	// An example on top of base: plugins over gRPC and a Unix socket.
@@ -54,20 +58,31 @@ const (
 const (
 	imageExtproc = "mcp-extproc"
 	imagePlugin  = "mcp-extproc-example-plugin"
+	imageEcho    = "mcp-echo"
 	imageEnvoy   = "envoyproxy/envoy"
 )
 
-// rendered is one kustomization root, built and strictly decoded.
+// rendered is one kustomization root (or one helm render), built and
+// strictly decoded.
 type rendered struct {
-	dir          string
-	deployments  []*appsv1.Deployment
-	services     []*corev1.Service
-	configMaps   []*corev1.ConfigMap
-	namespaces   []*corev1.Namespace
-	pdbs         []*policyv1.PodDisruptionBudget
-	envoyFilters []*envoyFilter
-	destRules    []*destinationRule
-	rules        []*prometheusRule
+	dir string
+	// productOnly: the Pod with Envoy has no MCP server container yet (the
+	// user adds it), and no example image may appear.
+	productOnly bool
+	// strictRollout: every mounted ConfigMap must roll the Pods on a
+	// change, extproc's live-reloaded config included (the helm chart).
+	strictRollout bool
+	deployments   []*appsv1.Deployment
+	services      []*corev1.Service
+	configMaps    []*corev1.ConfigMap
+	namespaces    []*corev1.Namespace
+	pdbs          []*policyv1.PodDisruptionBudget
+	envoyFilters  []*envoyFilter
+	destRules     []*destinationRule
+	rules         []*prometheusRule
+	netPolicies   []*networkingv1.NetworkPolicy
+	podMonitors   []*podMonitor
+	svcMonitors   []*serviceMonitor
 }
 
 // envoyFilter is the part of Istio's networking.istio.io/v1alpha3
@@ -245,7 +260,7 @@ func render(s snapshot, dir string) (*rendered, []error) {
 	if err != nil {
 		return nil, []error{fmt.Errorf("kustomize build %s: %w", dir, err)}
 	}
-	r := &rendered{dir: dir}
+	r := &rendered{dir: dir, productOnly: dir == baseDir}
 	var errs []error
 	for _, res := range m.Resources() {
 		js, err := res.MarshalJSON()
@@ -254,39 +269,7 @@ func render(s snapshot, dir string) (*rendered, []error) {
 			errs = append(errs, fmt.Errorf("%s: %w", where, err))
 			continue
 		}
-		var target any
-		switch gvk := res.GetApiVersion() + " " + res.GetKind(); gvk {
-		case "apps/v1 Deployment":
-			d := &appsv1.Deployment{}
-			r.deployments, target = append(r.deployments, d), d
-		case "v1 Service":
-			o := &corev1.Service{}
-			r.services, target = append(r.services, o), o
-		case "v1 ConfigMap":
-			o := &corev1.ConfigMap{}
-			r.configMaps, target = append(r.configMaps, o), o
-		case "v1 Namespace":
-			o := &corev1.Namespace{}
-			r.namespaces, target = append(r.namespaces, o), o
-		case "policy/v1 PodDisruptionBudget":
-			o := &policyv1.PodDisruptionBudget{}
-			r.pdbs, target = append(r.pdbs, o), o
-		case "networking.istio.io/v1alpha3 EnvoyFilter":
-			o := &envoyFilter{}
-			r.envoyFilters, target = append(r.envoyFilters, o), o
-		case "networking.istio.io/v1 DestinationRule":
-			o := &destinationRule{}
-			r.destRules, target = append(r.destRules, o), o
-		case "monitoring.coreos.com/v1 PrometheusRule":
-			o := &prometheusRule{}
-			r.rules, target = append(r.rules, o), o
-		default:
-			errs = append(errs, fmt.Errorf("%s: unexpected kind %q (add its strict decoding to the checks)", where, gvk))
-			continue
-		}
-		if err := decodeStrict(js, target); err != nil {
-			errs = append(errs, fmt.Errorf("%s: %w", where, err))
-		}
+		errs = append(errs, r.add(where, res.GetApiVersion()+" "+res.GetKind(), js)...)
 	}
 	return r, errs
 }
@@ -440,6 +423,10 @@ type pod struct {
 	extproc *extprocFacts
 	envoy   *corev1.Container
 	servers []*corev1.Container // the other containers of an Envoy Pod
+	// stats is Envoy's stats listener (port, path) once the bootstrap
+	// checked; zero without Envoy.
+	stats   statsEndpoint
+	mcpPort uint32 // Envoy's MCP listener
 }
 
 // extprocFacts are what a checked extproc container says about itself.
@@ -459,6 +446,7 @@ func checkRendered(s snapshot, r *rendered) ([]*pod, []error) {
 		pd := &pod{where: fmt.Sprintf("%s: Deployment %s", r.dir, d.Name), d: d, spec: &d.Spec.Template.Spec}
 		pods = append(pods, pd)
 		checkPod(s, r, pd, &p)
+		checkConfigRollout(r, pd, r.strictRollout, &p)
 	}
 	for _, svc := range r.services {
 		checkService(r, svc, &p)
@@ -480,6 +468,8 @@ func checkRendered(s snapshot, r *rendered) ([]*pod, []error) {
 	for _, dr := range r.destRules {
 		checkDestinationRule(r, dr, &p)
 	}
+	checkMonitors(r, pods, &p)
+	checkNetworkPolicies(r, pods, &p)
 	for _, pdb := range r.pdbs {
 		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
 		if err != nil {
@@ -809,6 +799,10 @@ func checkEnvoyContainer(s snapshot, r *rendered, pd *pod, p *problems) {
 	if facts.extproc.port != 0 && facts.extproc.port != uint32(ex.grpcPort) {
 		p.addf("%s: the ext_proc cluster targets port %d, the extproc sidecar listens on %d", where, facts.extproc.port, ex.grpcPort)
 	}
+	pd.stats, pd.mcpPort = facts.stats, facts.mcpPort
+	if facts.stats.port != 0 && !hasPort(c, int32(facts.stats.port)) {
+		p.addf("%s: the stats listener port %d is not a container port: Prometheus cannot scrape Envoy", where, facts.stats.port)
+	}
 	if facts.mcpPort != 0 && !hasPort(c, int32(facts.mcpPort)) {
 		p.addf("%s: the MCP listener port %d is not a container port", where, facts.mcpPort)
 	}
@@ -819,6 +813,9 @@ func checkEnvoyContainer(s snapshot, r *rendered, pd *pod, p *problems) {
 			where, rp.HTTPGet.Path, port, facts.readyPath, facts.readyPort)
 	}
 	for _, up := range facts.upstreams {
+		if r.productOnly && len(pd.servers) == 0 {
+			break // the user's server container is added by an overlay
+		}
 		if !isLoopback(up.host) {
 			p.addf("%s: upstream %s is not in the Pod (loopback)", where, up)
 			continue
