@@ -20,13 +20,13 @@ CHART        := charts/mcp-extproc
 
 .PHONY: helm chart-lint chart-files
 
-helm: $(HELM)
+helm: $(HELM) ## build bin/helm from hack/tools (once; again when hack/tools/go.mod changes)
 
 $(HELM): hack/tools/go.mod hack/tools/go.sum
 	@echo "building $(HELM) from hack/tools (once)"
 	cd hack/tools && $(GO) build -ldflags='-s -w' -o ../../$(HELM) helm.sh/helm/v3/cmd/helm
 
-chart-lint: $(HELM)
+chart-lint: $(HELM) ## helm lint and helm template of both chart shapes
 	$(HELM) lint --strict --kube-version $(HELM_KUBEVER) $(CHART)
 	$(HELM) template mcp-extproc $(CHART) --kube-version $(HELM_KUBEVER) >/dev/null
 	$(HELM) template mcp-extproc $(CHART) --kube-version $(HELM_KUBEVER) \
@@ -35,7 +35,7 @@ chart-lint: $(HELM)
 
 # The chart cannot read files outside its directory: it ships copies, and
 # internal/deploytest fails when one drifts.
-chart-files:
+chart-files: ## copy into the chart the files it ships from envoy/ and manifests/
 	cp envoy/envoy.yaml $(CHART)/files/envoy.yaml
 	cp manifests/alerts/prometheusrule.yaml $(CHART)/files/prometheusrule.yaml
 	cp manifests/observability/grafana-dashboard.json $(CHART)/files/grafana-dashboard.json
