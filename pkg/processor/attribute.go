@@ -46,7 +46,7 @@ func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3
 	}
 	if method == http.MethodDelete {
 		if st.sessionID != "" {
-			st.attr.ForgetSession(st.sessionID)
+			st.attr.ForgetSession(st.ctx, st.sessionID)
 		}
 		return st.passThrough()
 	}
@@ -80,7 +80,7 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 			}
 			o.Name = name
 		}
-		if err := st.attr.Record(st.sessionID, m.ID, o); err != nil {
+		if err := st.attr.Record(st.ctx, st.sessionID, m.ID, o); err != nil {
 			st.logger().Debug().Err(err).Str("method", m.Method).Msg("request not recorded for attribution")
 		}
 	}
@@ -98,7 +98,7 @@ func (st *stream) targetOf(r *hookfamily.Route, m *mcpmsg.Message) (name string,
 	if !ok {
 		return "", false
 	}
-	o, err := st.attr.LookupTask(st.sessionID, id)
+	o, err := st.attr.LookupTask(st.ctx, st.sessionID, id)
 	if err != nil || o.Method != "tools/call" {
 		return "", false
 	}
@@ -122,7 +122,7 @@ func (st *stream) recordTask(result []byte, tool string) {
 	if !ok {
 		return
 	}
-	if err := st.attr.RecordTask(st.sessionID, id, attribution.Origin{Method: "tools/call", Name: tool}); err != nil {
+	if err := st.attr.RecordTask(st.ctx, st.sessionID, id, attribution.Origin{Method: "tools/call", Name: tool}); err != nil {
 		st.logger().Warn().Err(err).Msg("task not recorded: its result will be unattributable")
 	}
 }
@@ -131,7 +131,7 @@ func (st *stream) recordTask(result []byte, tool string) {
 // It returns nil when the response passes (no post hook applies to its
 // request, or the policy lets unattributable responses pass).
 func (st *stream) attribute(id []byte) *pendingCall {
-	o, err := st.attr.Lookup(st.sessionID, id)
+	o, err := st.attr.Lookup(st.ctx, st.sessionID, id)
 	if err != nil {
 		if !st.snap.Settings.RefusesUnattributed() {
 			return nil

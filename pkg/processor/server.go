@@ -72,7 +72,7 @@ type Options struct {
 	// get their post hooks. Create one per sidecar and keep it across
 	// configuration reloads; nil means New makes one with the default
 	// bounds.
-	Attribution *attribution.Store
+	Attribution attribution.Store
 }
 
 // Server implements extprocv3.ExternalProcessorServer.

@@ -84,7 +84,7 @@ type stream struct {
 	// looked up there (a GET stream; a POST stream whose response is
 	// read). own: ids of this stream's requests, whose answers need no
 	// lookup.
-	attr    *attribution.Store
+	attr    attribution.Store
 	foreign bool
 	own     map[string]struct{}
 	post    int8 // postConfigured's answer: 0 unknown, 1 no, 2 yes
