@@ -139,4 +139,3 @@ func (s *Store) queueWrite(ctx context.Context, p redis.Pipeliner, w *write) {
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
-
