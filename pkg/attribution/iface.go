@@ -32,3 +32,14 @@ func CanonicalID(id []byte) ([]byte, error) { return canonicalID(id) }
 // WithDefaults returns o with every zero field set to its default, as New
 // uses it.
 func (o Options) WithDefaults() Options { return o.withDefaults() }
+
+// Syncer is implemented by a Store that writes behind the requests (package
+// redisstore). Sync returns once the records made so far can be seen by
+// the other replicas, or after the store's own bound (it never blocks
+// longer than that, nor past ctx). The processor calls it before a
+// response of a stream that recorded reaches the client, so that whatever
+// the client does next (a GET replay, tasks/get) finds the record on any
+// replica.
+type Syncer interface {
+	Sync(ctx context.Context)
+}

@@ -82,7 +82,23 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 		}
 		if err := st.attr.Record(st.ctx, st.sessionID, m.ID, o); err != nil {
 			st.logger().Debug().Err(err).Str("method", m.Method).Msg("request not recorded for attribution")
+			continue
 		}
+		st.recorded = true
+	}
+}
+
+// syncRecords waits, with a store that writes behind the requests (shared
+// between replicas), until this stream's records can be seen by the other
+// replicas: called before the response goes to the client, so a replay or a
+// task poll through another replica finds them. The store bounds the wait.
+func (st *stream) syncRecords() {
+	if !st.recorded {
+		return
+	}
+	st.recorded = false
+	if s, ok := st.attr.(attribution.Syncer); ok {
+		s.Sync(st.ctx)
 	}
 }
 

@@ -35,7 +35,7 @@ func TestKeysBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s.Sync()
+	s.sync()
 	c := srv.Client()
 	n := c.DBSize(bg).Val()
 	if bound := int64(sessions * (perSession + tasksPer + 3)); n > bound || n < sessions*perSession {

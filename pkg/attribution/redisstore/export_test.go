@@ -1,18 +1,18 @@
 package redisstore
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
-// Sync waits until the writes queued so far were sent (or given up), at most
-// a few seconds: tests read what another replica wrote behind its requests.
-func (s *Store) Sync() {
-	w := write{kind: writeBarrier, done: make(chan struct{})}
-	select {
-	case s.queue <- w:
-	case <-time.After(5 * time.Second):
-		return
-	}
-	select {
-	case <-w.done:
-	case <-time.After(5 * time.Second):
+// sync waits for the writes queued so far (a few seconds at most), as a
+// stream does before its response goes out: tests read what another
+// replica wrote.
+func (s *Store) sync() {
+	s.mu.Lock()
+	target := s.seq
+	s.mu.Unlock()
+	for deadline := time.Now().Add(10 * time.Second); s.flushed.Load() < target && time.Now().Before(deadline); {
+		s.Sync(context.Background())
 	}
 }

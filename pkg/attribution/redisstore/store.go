@@ -109,6 +109,13 @@ type Store struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
+	// seq numbers the queued writes (under mu, so that queue order is seq
+	// order); flushed is the seq of the last write the writer finished,
+	// and flushedCh is closed (and replaced) whenever flushed grows.
+	mu        sync.Mutex
+	seq       uint64
+	flushed   atomic.Uint64
+	flushedCh chan struct{}
 	// downUntil is the unix nanosecond time before which Redis is not
 	// asked (after a failure).
 	downUntil atomic.Int64
@@ -137,12 +144,13 @@ func New(opts Options) (*Store, error) {
 			MaxRetries: -1, DialerRetries: 1, PoolTimeout: opts.OpTimeout,
 			DisableIdentity: true, ClientName: "mcp-extproc",
 		}),
-		opts:  opts,
-		keys:  keyspace{prefix: opts.KeyPrefix},
-		obs:   opts.Observer,
-		queue: make(chan write, opts.QueueSize),
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		opts:      opts,
+		keys:      keyspace{prefix: opts.KeyPrefix},
+		obs:       opts.Observer,
+		queue:     make(chan write, opts.QueueSize),
+		stop:      make(chan struct{}),
+		done:      make(chan struct{}),
+		flushedCh: make(chan struct{}),
 	}
 	go s.writer()
 	return s, nil
@@ -204,23 +212,56 @@ func (s *Store) Record(ctx context.Context, session string, id []byte, o attribu
 }
 
 // RecordTask implements [attribution.Store.RecordTask]: the Memory at once,
-// then Redis, waited for at most OpTimeout.
+// then Redis, waited for (Sync): the client polls the task next, maybe
+// through another replica.
 func (s *Store) RecordTask(ctx context.Context, session, taskID string, o attribution.Origin) error {
 	if err := s.local.RecordTask(ctx, session, taskID, o); err != nil {
 		return err
 	}
-	w := write{kind: writeTask, session: session, key: s.keys.task(session, taskID), value: encodeOrigin(o), done: make(chan struct{})}
-	if !s.enqueue(w) {
-		return nil
-	}
-	t := time.NewTimer(s.opts.OpTimeout)
-	defer t.Stop()
-	select {
-	case <-w.done:
-	case <-t.C:
-	case <-ctx.Done():
+	if s.enqueue(write{kind: writeTask, session: session, key: s.keys.task(session, taskID), value: encodeOrigin(o)}) {
+		s.Sync(ctx)
 	}
 	return nil
+}
+
+// Sync implements [attribution.Syncer]: it returns once the writes queued
+// before it were sent (or given up), after OpTimeout at most, or when ctx
+// ends. It returns at once when they were sent already.
+func (s *Store) Sync(ctx context.Context) {
+	s.mu.Lock()
+	target := s.seq
+	s.mu.Unlock()
+	var t *time.Timer
+	for {
+		s.mu.Lock()
+		ch := s.flushedCh
+		s.mu.Unlock()
+		if s.flushed.Load() >= target {
+			return
+		}
+		if t == nil {
+			t = time.NewTimer(s.opts.OpTimeout)
+			defer t.Stop()
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return
+		case <-ctx.Done():
+			return
+		case <-s.done:
+			return
+		}
+	}
+}
+
+// finished notes that the writes up to seq were sent or given up.
+func (s *Store) finished(seq uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushed.Store(seq)
+	close(s.flushedCh)
+	s.flushedCh = make(chan struct{})
 }
 
 // ForgetSession implements [attribution.Store.ForgetSession]: the Memory at
@@ -237,8 +278,12 @@ func (s *Store) enqueue(w write) bool {
 		s.obs.StoreFallback("write", "down")
 		return false
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w.seq = s.seq + 1
 	select {
 	case s.queue <- w:
+		s.seq = w.seq
 		return true
 	default:
 		s.obs.StoreFallback("write", "queue_full")

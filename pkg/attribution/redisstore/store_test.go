@@ -97,7 +97,7 @@ func TestAcrossReplicas(t *testing.T) {
 	if err := a.Record(bg, "s1", []byte(`"\u0061"`), echo); err != nil {
 		t.Fatal(err)
 	}
-	a.Sync()
+	a.sync()
 	o, err := b.Lookup(bg, "s1", []byte(`"a"`))
 	mustOrigin(t, "b finds a's request", o, err, echo)
 	_, err = b.Lookup(bg, "s2", []byte(`"a"`))
@@ -109,11 +109,11 @@ func TestAcrossReplicas(t *testing.T) {
 	if err := a.Record(bg, "s1", []byte(`7`), list); err != nil {
 		t.Fatal(err)
 	}
-	a.Sync()
+	a.sync()
 	if err := b.Record(bg, "s1", []byte(`7`), echo); err != nil {
 		t.Fatal(err)
 	}
-	b.Sync()
+	b.sync()
 	_, err = a.Lookup(bg, "s1", []byte(`7`))
 	mustErr(t, "reused id on a (its memory says tools/list)", err, attribution.ErrAmbiguous)
 	_, err = b.Lookup(bg, "s1", []byte(`7`))
@@ -128,7 +128,7 @@ func TestAcrossReplicas(t *testing.T) {
 	mustOrigin(t, "b kept the task locally", o, err, echo)
 
 	b.ForgetSession(bg, "s1")
-	b.Sync()
+	b.sync()
 	c := replica(t, srv, nil)
 	_, err = c.Lookup(bg, "s1", []byte(`"a"`))
 	mustErr(t, "forgotten request", err, attribution.ErrUnknown)
@@ -151,7 +151,7 @@ func TestSessionCapAndReuse(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	a.Sync()
+	a.sync()
 	for i := range 6 {
 		_, err := b.Lookup(bg, "s", fmt.Appendf(nil, "%d", i))
 		if want := i >= 2; (err == nil) != want {
@@ -164,7 +164,7 @@ func TestSessionCapAndReuse(t *testing.T) {
 	if err := b.Record(bg, "s", []byte(`0`), list); err != nil {
 		t.Fatal(err)
 	}
-	b.Sync()
+	b.sync()
 	_, err := a.Lookup(bg, "other-session-unused", []byte(`0`))
 	mustErr(t, "other session", err, attribution.ErrUnknown)
 	c := replica(t, srv, bounds)
@@ -184,7 +184,7 @@ func TestRedisDown(t *testing.T) {
 	if err := a.Record(bg, "s", []byte(`1`), echo); err != nil {
 		t.Fatal(err)
 	}
-	a.Sync()
+	a.sync()
 
 	srv.Kill()
 	o, err := a.Lookup(bg, "s", []byte(`1`))
@@ -206,7 +206,7 @@ func TestRedisDown(t *testing.T) {
 		if err := a.Record(bg, "s", []byte(`2`), echo); err != nil {
 			t.Fatal(err)
 		}
-		a.Sync()
+		a.sync()
 		if o, err := b.Lookup(bg, "s", []byte(`2`)); err == nil && o == echo {
 			break
 		}
@@ -238,7 +238,7 @@ func TestBadAddressNoHang(t *testing.T) {
 		_, err := s.Lookup(bg, "s", []byte(`"x"`))
 		mustErr(t, "unknown id", err, attribution.ErrUnknown)
 	}
-	s.Sync()
+	s.sync()
 	if obs.ops > 3 {
 		t.Errorf("%d round trips tried during one backoff, want at most a few", obs.ops)
 	}

@@ -13,9 +13,6 @@ const (
 	writeRequest = iota
 	writeTask
 	writeForget
-	// writeBarrier changes nothing: its done says the writes queued before
-	// it were sent.
-	writeBarrier
 )
 
 // write is one queued change to Redis.
@@ -24,8 +21,7 @@ type write struct {
 	session string
 	key     string // the entry (not for writeForget)
 	value   string
-	// done, if not nil, is closed once the write was sent (or given up).
-	done chan struct{}
+	seq     uint64 // its place in the queue (Store.seq)
 }
 
 // writer owns the queue: it sends queued writes in pipelines of up to
@@ -64,13 +60,7 @@ func (s *Store) fill(batch []write) []write {
 // flush sends batch in one pipeline bounded by OpTimeout. A failure (or a
 // backoff in force) drops the batch: the local Memory still has it.
 func (s *Store) flush(batch []write) {
-	defer func() {
-		for _, w := range batch {
-			if w.done != nil {
-				close(w.done)
-			}
-		}
-	}()
+	defer s.finished(batch[len(batch)-1].seq)
 	if s.isDown() {
 		for range batch {
 			s.obs.StoreFallback("write", "down")
