@@ -153,6 +153,5 @@ func outcome(t *testing.T, what string, a answer, id string) string {
 	return ""
 }
 
-
 // containsSecret reports whether the client got the secret unrewritten.
 func containsSecret(a answer) bool { return bytes.Contains(a.Body, []byte(secret)) }
