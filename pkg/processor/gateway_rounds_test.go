@@ -172,7 +172,9 @@ func TestGatewayRedisDown(t *testing.T) {
 	}
 	t.Logf("results refused while redis-server was down: %d of %d", refusals, 4*len(all))
 
-	g.redis.Restart()
+	if err := g.redis.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for play(func(bool) string { return "" }) > 0 {
 		if time.Now().After(deadline) {

@@ -36,7 +36,7 @@ func TestKeysBounded(t *testing.T) {
 		}
 	}
 	s.sync()
-	c := srv.Client()
+	c := srv.Client(t)
 	n := c.DBSize(bg).Val()
 	if bound := int64(sessions * (perSession + tasksPer + 3)); n > bound || n < sessions*perSession {
 		t.Fatalf("DBSIZE %d after %d requests, want between %d and %d", n, requests, sessions*perSession, bound)

@@ -134,7 +134,7 @@ func TestAcrossReplicas(t *testing.T) {
 	mustErr(t, "forgotten request", err, attribution.ErrUnknown)
 	_, err = c.LookupTask(bg, "s1", "task-1")
 	mustErr(t, "forgotten task", err, attribution.ErrUnknown)
-	if n := srv.Client().DBSize(bg).Val(); n != 0 {
+	if n := srv.Client(t).DBSize(bg).Val(); n != 0 {
 		t.Errorf("%d keys left after ForgetSession", n)
 	}
 }
@@ -158,7 +158,7 @@ func TestSessionCapAndReuse(t *testing.T) {
 			t.Errorf("id %d: %v, want found %v", i, err, want)
 		}
 	}
-	if n := srv.Client().LLen(bg, a.keys.session("ri", "s")).Val(); n != 4 {
+	if n := srv.Client(t).LLen(bg, a.keys.session("ri", "s")).Val(); n != 4 {
 		t.Errorf("session list holds %d entries, want 4", n)
 	}
 	if err := b.Record(bg, "s", []byte(`0`), list); err != nil {
@@ -200,7 +200,9 @@ func TestRedisDown(t *testing.T) {
 		t.Errorf("fallbacks not counted: a %+v, b %+v", obsA.fallbacks, obsB.fallbacks)
 	}
 
-	srv.Restart()
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if err := a.Record(bg, "s", []byte(`2`), echo); err != nil {
