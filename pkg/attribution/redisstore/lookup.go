@@ -81,6 +81,7 @@ func (s *Store) get(ctx context.Context, op, key string) (attribution.Origin, er
 	v, err := s.rdb.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) {
 		s.obs.StoreOp(op, time.Since(start), nil)
+		s.succeeded()
 		return attribution.Origin{}, attribution.ErrUnknown
 	}
 	s.obs.StoreOp(op, time.Since(start), err)
@@ -91,5 +92,6 @@ func (s *Store) get(ctx context.Context, op, key string) (attribution.Origin, er
 		s.obs.StoreFallback(op, "error")
 		return attribution.Origin{}, errRemote
 	}
+	s.succeeded()
 	return decodeOrigin(v)
 }

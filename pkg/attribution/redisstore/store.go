@@ -17,8 +17,9 @@
 // When Redis cannot be reached the Store answers from its Memory alone, as a
 // single sidecar does, and whatever that does not know is unknown: the
 // caller's policy for unattributable responses applies (refuse by default).
-// After a failure Redis is not asked again for Options.Backoff, so an
-// outage costs at most one OpTimeout per Backoff, never a hang; writes made
+// After three failures in a row Redis is not asked again for
+// Options.Backoff, so an outage costs at most three OpTimeouts per Backoff,
+// never a hang; writes made
 // while it is down are dropped (their results are unattributable on other
 // replicas). Every key has a TTL; see docs/attribution-store.md for the key
 // layout and the bounds.
@@ -48,6 +49,8 @@ const (
 	DefaultBackoff     = time.Second
 	// maxBatch is the largest pipeline the writer sends.
 	maxBatch = 256
+	// failuresToDown failed round trips in a row start a Backoff.
+	failuresToDown = 3
 )
 
 // Options configure a Store. Zero values mean the defaults.
@@ -69,8 +72,8 @@ type Options struct {
 	// QueueSize is how many writes may wait for the writer; more are
 	// dropped (counted as fallbacks) [DefaultQueueSize].
 	QueueSize int
-	// Backoff is how long Redis is left alone after a failure
-	// [DefaultBackoff].
+	// Backoff is how long Redis is left alone after three failures in a
+	// row [DefaultBackoff].
 	Backoff time.Duration
 	// Bounds are the TTLs, per-session caps and field limits, the same in
 	// the local Memory and in Redis.
@@ -119,6 +122,8 @@ type Store struct {
 	// downUntil is the unix nanosecond time before which Redis is not
 	// asked (after a failure).
 	downUntil atomic.Int64
+	// fails counts the failed round trips since the last success.
+	fails atomic.Int32
 }
 
 var _ attribution.Store = (*Store)(nil)
@@ -294,10 +299,23 @@ func (s *Store) enqueue(w write) bool {
 // isDown reports whether Redis failed less than Backoff ago.
 func (s *Store) isDown() bool { return time.Now().UnixNano() < s.downUntil.Load() }
 
-// failed notes a failed round trip: Redis is left alone for Backoff.
+// failed notes a failed round trip. After failuresToDown of them in a row
+// (one alone may be a stall of this process, not of Redis), Redis is left
+// alone for Backoff.
 func (s *Store) failed(op string, err error) {
+	if s.fails.Add(1) < failuresToDown {
+		return
+	}
+	s.fails.Store(0)
 	if s.downUntil.Swap(time.Now().Add(s.opts.Backoff).UnixNano()) < time.Now().UnixNano() {
 		s.opts.Logger.Warn().Err(err).Str("op", op).Dur("backoff", s.opts.Backoff).
 			Msg("attribution store unreachable: answering from this replica's memory")
+	}
+}
+
+// succeeded notes a round trip that worked.
+func (s *Store) succeeded() {
+	if s.fails.Load() != 0 {
+		s.fails.Store(0)
 	}
 }

@@ -82,7 +82,9 @@ func (s *Store) flush(batch []write) {
 		for range batch {
 			s.obs.StoreFallback("write", "error")
 		}
+		return
 	}
+	s.succeeded()
 }
 
 // loadScripts loads the scripts into Redis (after a start or a SCRIPT
