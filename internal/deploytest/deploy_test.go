@@ -10,7 +10,7 @@ import (
 func checkAll(s snapshot, rd *renderer) []error {
 	var p problems
 	var renders []*rendered
-	for _, dir := range []string{baseDir, kindDir, istioDir, transportsDir} {
+	for _, dir := range []string{baseDir, kindDir, istioDir, transportsDir, gatewayRedisDir} {
 		r, errs := rd.render(s, dir)
 		p.errs = append(p.errs, errs...)
 		if r == nil {
@@ -36,6 +36,11 @@ func checkAll(s snapshot, rd *renderer) []error {
 			if len(r.envoyFilters) != 1 {
 				p.addf("%s: want one EnvoyFilter, found %d", dir, len(r.envoyFilters))
 			}
+		case gatewayRedisDir:
+			if len(r.envoyFilters) != 1 {
+				p.addf("%s: want one EnvoyFilter, found %d", dir, len(r.envoyFilters))
+			}
+			p.errs = append(p.errs, checkGatewayRedis(r, pods)...)
 		}
 	}
 	p.errs = append(p.errs, checkDockerfile(s)...)
