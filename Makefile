@@ -20,7 +20,7 @@ FUZZMINIMIZE ?= 200x
 FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse ./pkg/processor:FuzzRequestBody ./pkg/processor:FuzzForeignResponses \
 	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand \
 	./pkg/pluginclient:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
-	./pkg/attribution:FuzzOps ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
+	./pkg/attribution:FuzzOps ./pkg/attribution/redisstore:FuzzKeys ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
 	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON
 
 .PHONY: all build test vet fmt-check unit fuzz demo bench deps clean

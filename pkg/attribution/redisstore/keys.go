@@ -43,11 +43,14 @@ func (k keyspace) request(session string, canonID []byte) string {
 func (k keyspace) task(session, taskID string) string { return k.session("t", session) + taskID }
 
 // ambiguousValue is stored for a key recorded with two origins. An encoded
-// origin always holds a NUL, so it cannot be mistaken for it.
+// origin always holds a ':', so it cannot be mistaken for it.
 const ambiguousValue = "!"
 
-// encodeOrigin is the value of an entry: method, NUL, name.
-func encodeOrigin(o attribution.Origin) string { return o.Method + "\x00" + o.Name }
+// encodeOrigin is the value of an entry: the method's length in bytes, ':',
+// the method, the name (any bytes in either).
+func encodeOrigin(o attribution.Origin) string {
+	return strconv.Itoa(len(o.Method)) + ":" + o.Method + o.Name
+}
 
 // errCorrupt: a value this store did not write (another program shares the
 // prefix). It is reported as an unusable answer, never as an origin.
@@ -58,11 +61,12 @@ func decodeOrigin(v string) (attribution.Origin, error) {
 	if v == ambiguousValue {
 		return attribution.Origin{}, attribution.ErrAmbiguous
 	}
-	m, n, ok := strings.Cut(v, "\x00")
-	if !ok {
+	l, rest, ok := strings.Cut(v, ":")
+	n, err := strconv.Atoi(l)
+	if !ok || err != nil || n < 0 || n > len(rest) || strconv.Itoa(n) != l {
 		return attribution.Origin{}, errCorrupt
 	}
-	return attribution.Origin{Method: m, Name: n}, nil
+	return attribution.Origin{Method: rest[:n], Name: rest[n:]}, nil
 }
 
 // filterBits is the size of a session's filter of recorded request ids, in
