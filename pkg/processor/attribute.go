@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bytes"
+	"mime"
 	"net/http"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -90,15 +91,27 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 
 // syncRecords waits, with a store that writes behind the requests (shared
 // between replicas), until this stream's records can be seen by the other
-// replicas: called before the response goes to the client, so a replay or a
-// task poll through another replica finds them. The store bounds the wait.
-func (st *stream) syncRecords() {
+// replicas: called at the response headers, before anything of the
+// response reaches the client, so that a replay through another replica
+// finds them. Only an SSE response can be replayed (a GET resumes from an
+// event id); a task's record waits on its own (RecordTask). The store
+// bounds the wait.
+func (st *stream) syncRecords(h *extprocv3.HttpHeaders) {
 	if !st.recorded {
 		return
 	}
 	st.recorded = false
-	if s, ok := st.attr.(attribution.Syncer); ok {
-		s.Sync(st.ctx)
+	s, ok := st.attr.(attribution.Syncer)
+	if !ok {
+		return
+	}
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() == "content-type" {
+			if mt, _, _ := mime.ParseMediaType(headerValue(hv)); mt == "text/event-stream" {
+				s.Sync(st.ctx)
+			}
+			return
+		}
 	}
 }
 
