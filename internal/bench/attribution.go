@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/redistest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -77,6 +78,12 @@ func (r *runner) attributionRows(ctx context.Context, mem, a, b *Endpoint) error
 	if err != nil {
 		return err
 	}
+	jcall := Prepare(toolsCallJSON())
+	jok := untouched(jcall)
+	jcalls, err := Compare(ctx, r.seq, exchangeOp(d, a, jcall, jok), exchangeOp(d, mem, jcall, jok))
+	if err != nil {
+		return err
+	}
 	replay := Prepare(ReplayGET())
 	rok := untouched(replay) // an unattributed result would be replaced
 	replays, err := Compare(ctx, r.seq, exchangeOp(d, b, replay, rok), exchangeOp(d, mem, replay, rok), exchangeOp(d, a, replay, rok))
@@ -84,6 +91,7 @@ func (r *runner) attributionRows(ctx context.Context, mem, a, b *Endpoint) error
 		return err
 	}
 	cr, cm := calls.Median(0), calls.Median(1)
+	jr, jm := jcalls.Median(0), jcalls.Median(1)
 	gb, gm, ga := replays.Median(0), replays.Median(1), replays.Median(2)
 	r.rep.Tables = append(r.rep.Tables, Table{
 		Title: attributionTitle,
@@ -93,6 +101,9 @@ func (r *runner) attributionRows(ctx context.Context, mem, a, b *Endpoint) error
 			{"tools/call, post hook (request recorded)", dur(cr.P50), dur(cr.P99), dur(cm.P50), dur(cm.P99),
 				ratio(calls.Ratio(0, 1, MetricP50)), ratio(calls.Ratio(0, 1, MetricP99)), rate(cr.Throughput), rate(cm.Throughput),
 				count(cr.AllocsPerOp), count(cm.AllocsPerOp)},
+			{"tools/call, post hook, JSON answer (written behind, no wait)", dur(jr.P50), dur(jr.P99), dur(jm.P50), dur(jm.P99),
+				ratio(jcalls.Ratio(0, 1, MetricP50)), ratio(jcalls.Ratio(0, 1, MetricP99)), rate(jr.Throughput), rate(jm.Throughput),
+				count(jr.AllocsPerOp), count(jm.AllocsPerOp)},
 			{"GET replay, other replica (redis) vs same sidecar (memory)", dur(gb.P50), dur(gb.P99), dur(gm.P50), dur(gm.P99),
 				ratio(replays.Ratio(0, 1, MetricP50)), ratio(replays.Ratio(0, 1, MetricP99)), rate(gb.Throughput), rate(gm.Throughput),
 				count(gb.AllocsPerOp), count(gm.AllocsPerOp)},
@@ -102,7 +113,7 @@ func (r *runner) attributionRows(ctx context.Context, mem, a, b *Endpoint) error
 		},
 		Notes: []string{
 			"Each sidecar is the production one (internal/sidecar), one enforcing policy plugin on tool_pre_invoke and tool_post_invoke; the upstream answer is given at once, so nothing hides the store's round trips.",
-			"tools/call: the record is written behind the request, and the stream waits for that write (at most op_timeout) before its response headers go on, so that a replay or a task poll on another replica finds it: with an instant upstream that wait is one Redis round trip.",
+			"tools/call (SSE answer): the record is written behind the request, and the stream waits for that write (at most op_timeout) before its response headers go on, so that a replay on another replica finds it: with an instant upstream that wait is one Redis round trip. With a JSON answer (no GET can replay it) nothing waits: the write-behind alone.",
 			"op_timeout is 0.2 s here instead of the default 0.05 s: on this shared two-core machine a stall of the bench process itself can pass 50 ms, and a lookup that times out is refused (fail closed), which the check counts as a failure; the latencies are the same either way.",
 			"GET replay: the SSE answer of a GET with Last-Event-ID holds the tools/call result; the other replica finds the request in Redis, the same replica in its memory and checks Redis for a reuse of the id.",
 		},
@@ -110,6 +121,17 @@ func (r *runner) attributionRows(ctx context.Context, mem, a, b *Endpoint) error
 	r.logf("attribution: tools/call redis %s memory %s (%.3f); replay other replica %s, same replica %s, memory %s",
 		dur(cr.P50), dur(cm.P50), calls.Ratio(0, 1, MetricP50), dur(gb.P50), dur(ga.P50), dur(gm.P50))
 	return nil
+}
+
+// toolsCallJSON is the tools/call of ToolsCall answered with one JSON body.
+func toolsCallJSON() *Exchange {
+	body := `{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Echo: hello"}]}}`
+	return &Exchange{
+		RequestHeaders: mcpRequestHeaders(len(toolsCallBody)), RequestBody: []byte(toolsCallBody),
+		ResponseHeaders: []Header{{":status", "200"}, {"content-type", "application/json"},
+			{"content-length", strconv.Itoa(len(body))}, {"mcp-session-id", "3498f650-c053-408a-a2d1-282f8907d0c8"}},
+		ResponseBody: [][]byte{[]byte(body)},
+	}
 }
 
 // closerFunc adapts a function to io.Closer.
