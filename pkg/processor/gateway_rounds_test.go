@@ -1,6 +1,7 @@
 package processor_test
 
 import (
+	"bytes"
 	"fmt"
 	"net/http"
 	"testing"
@@ -42,7 +43,7 @@ func created(t *testing.T, a answer, id string) string {
 func taskResult(g *gateway, endpoint string, n int) (string, bool) {
 	t := g.t
 	s := goSession(t, endpoint)
-	marker := fmt.Sprintf("a secret %d", n)
+	marker := fmt.Sprintf("a secret %d tasks-2025", n) // unique: the exchange is found by it
 	call := rpcDo(t, endpoint, http.MethodPost, s, fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"research","arguments":{"topic":%q},"task":{"ttl":60000}}}`, marker), nil)
 	taskID := created(t, call, "2")
 	get := fmt.Sprintf(`{"jsonrpc":"2.0","id":3,"method":"tasks/get","params":{"taskId":%q}}`, taskID)
@@ -59,7 +60,7 @@ func taskGet(g *gateway, endpoint string, n int) (string, bool) {
 	t := g.t
 	h := map[string]string{"Mcp-Protocol-Version": v26, "Mcp-Method": "tools/call", "Mcp-Name": mcpecho.TaskTool}
 	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"extensions":{"io.modelcontextprotocol/tasks":{}}}}`
-	marker := fmt.Sprintf("a secret %d", n)
+	marker := fmt.Sprintf("a secret %d tasks-2026", n) // unique: the exchange is found by it
 	call := rpcDo(t, endpoint, http.MethodPost, h, fmt.Sprintf(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"research","arguments":{"topic":%q},%s}}`, marker, meta), nil)
 	taskID := created(t, call, "1")
 	h["Mcp-Method"] = "tasks/get"
@@ -78,16 +79,24 @@ func taskGet(g *gateway, endpoint string, n int) (string, bool) {
 func droppedReplay(g *gateway, endpoint string, n int) (string, bool) {
 	t := g.t
 	s := goSession(t, endpoint)
-	marker := fmt.Sprintf("a secret %d", n)
+	marker := fmt.Sprintf("a secret %d replay", n) // unique: the exchange is found by it
 	dropped := rpcDo(t, endpoint, http.MethodPost, s, echoRequest(2, marker), func(event) bool { return true })
 	if len(dropped.Events) == 0 || dropped.Events[0].ID == "" {
 		t.Fatalf("no priming event: %q", dropped.Body)
 	}
-	// The server ends the POST's stream once it wrote the response; a GET
-	// before that is refused ("stream ID conflicts with ongoing stream").
-	// The proxy notes the exchange when its upstream answer ended.
+	// The Go SDK server refuses a GET that resumes a stream it still
+	// serves ("stream ID conflicts with ongoing stream", HTTP 400): the
+	// dropped POST's handler may not have ended yet. Ask again then, as a
+	// client would.
 	first := g.replicaOf(marker)
-	get := rpcDo(t, endpoint, http.MethodGet, with(s, "Last-Event-ID", dropped.Events[0].ID), "", nil)
+	var get answer
+	for range 100 {
+		get = rpcDo(t, endpoint, http.MethodGet, with(s, "Last-Event-ID", dropped.Events[0].ID), "", nil)
+		if !bytes.Contains(get.Body, []byte("conflicts with ongoing stream")) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return outcome(t, "GET after a dropped POST", get, "2"), first != g.replicaOf("GET "+dropped.Events[0].ID)
 }
 
