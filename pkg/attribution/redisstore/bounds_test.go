@@ -10,17 +10,17 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 )
 
-// TestKeysBounded: 100 000 requests and 1 000 tasks over 200 sessions leave
+// TestKeysBounded: 100 000 requests and 400 tasks over 200 sessions leave
 // at most the per-session caps (plus each session's two lists and its
 // filter) in Redis, every key has a TTL no longer than its table's, and
 // with a short TTL every key actually expires.
 func TestKeysBounded(t *testing.T) {
 	srv := redistest.Start(t)
 	const (
-		requests, tasks, sessions = 100_000, 1_000, 200
+		requests, tasks, sessions = 100_000, 400, 200
 		perSession, tasksPer      = 32, 4
 	)
-	ttl := 2 * time.Second
+	ttl := time.Second
 	s := replica(t, srv, func(o *Options) {
 		o.Bounds = attribution.Options{MaxRequestsPerSession: perSession, MaxTasksPerSession: tasksPer, RequestTTL: ttl, TaskTTL: ttl}
 		o.QueueSize = 1 << 17 // nothing dropped: the test counts what Redis holds
