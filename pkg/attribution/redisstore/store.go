@@ -299,17 +299,20 @@ func (s *Store) enqueue(w write) bool {
 // isDown reports whether Redis failed less than Backoff ago.
 func (s *Store) isDown() bool { return time.Now().UnixNano() < s.downUntil.Load() }
 
-// failed notes a failed round trip. After failuresToDown of them in a row
-// (one alone may be a stall of this process, not of Redis), Redis is left
-// alone for Backoff.
+// failed notes a failed round trip (logged: at most failuresToDown lines
+// per Backoff). After failuresToDown of them in a row (one alone may be a
+// stall of this process, not of Redis), Redis is left alone for Backoff.
 func (s *Store) failed(op string, err error) {
-	if s.fails.Add(1) < failuresToDown {
+	n := s.fails.Add(1)
+	s.opts.Logger.Warn().Err(err).Str("op", op).Int32("in_a_row", n).
+		Msg("attribution store round trip failed: answering from this replica's memory")
+	if n < failuresToDown {
 		return
 	}
 	s.fails.Store(0)
 	if s.downUntil.Swap(time.Now().Add(s.opts.Backoff).UnixNano()) < time.Now().UnixNano() {
-		s.opts.Logger.Warn().Err(err).Str("op", op).Dur("backoff", s.opts.Backoff).
-			Msg("attribution store unreachable: answering from this replica's memory")
+		s.opts.Logger.Warn().Str("op", op).Dur("backoff", s.opts.Backoff).
+			Msg("attribution store unreachable: not asked again during the backoff")
 	}
 }
 
