@@ -33,6 +33,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/internal/buildinfo"
 	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution/redisstore"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 )
@@ -74,6 +75,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, w := range cfg.Warnings {
 		log.Warn().Str("plugin", w.Plugin).Str("field", w.Field).Msg(w.Message)
 	}
+	// The Redis client of a shared attribution store logs through ours
+	// (bounded lines), not to stderr on its own.
+	redisstore.RouteClientLogs(log)
 	reload, stopReload := reloadOnSIGHUP(ctx)
 	defer stopReload()
 	err = sidecar.Run(ctx, sidecar.Options{

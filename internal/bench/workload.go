@@ -235,3 +235,14 @@ func sseResponseHeaders() []Header {
 func sseEvent(data string) []byte {
 	return []byte("event: message\ndata: " + data + "\n\n")
 }
+
+// ReplayGET is a GET that resumes the stream of the tools/call of
+// [ToolsCall] (Last-Event-ID, MCP 2025-11-25), answered with the call's
+// result replayed as an SSE event.
+func ReplayGET() *Exchange {
+	x := GetSSE(0)
+	x.RequestHeaders = append(x.RequestHeaders, Header{"last-event-id", "0_0"})
+	x.ResponseBody = [][]byte{[]byte("id: 0_1\nevent: message\ndata: " +
+		`{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"Echo: hello"}]}}` + "\n\n")}
+	return x
+}

@@ -13,7 +13,7 @@ import (
 // manifests/overlays/examples is not among them: kindDir and transportsDir
 // hold all of it and are checked (one root less to rebuild for every broken
 // copy); TestEveryKustomizationRenders builds it.
-var checkedRoots = []string{baseDir, kindDir, istioDir, transportsDir}
+var checkedRoots = []string{baseDir, kindDir, istioDir, transportsDir, gatewayRedisDir}
 
 // checkAll runs every check on a snapshot and returns every problem.
 func checkAll(s snapshot, rd *renderer) []error {
@@ -50,6 +50,11 @@ func checkAll(s snapshot, rd *renderer) []error {
 			if len(r.envoyFilters) != 1 {
 				p.addf("%s: want one EnvoyFilter, found %d", dir, len(r.envoyFilters))
 			}
+		case gatewayRedisDir:
+			if len(r.envoyFilters) != 1 {
+				p.addf("%s: want one EnvoyFilter, found %d", dir, len(r.envoyFilters))
+			}
+			p.errs = append(p.errs, checkGatewayRedis(r, pods)...)
 		}
 	}
 	p.errs = append(p.errs, checkMonitoringRoots(s, rd, podsOf)...)

@@ -38,7 +38,7 @@ func (x *exchange) post(ctx context.Context, m *extprocv3.ProcessingRequest) (se
 		return false, nil
 	}
 	if x.st == nil {
-		st, err := openStream(ctx, x.f.Client)
+		st, err := openStream(ctx, x.client)
 		if err != nil {
 			if ctx.Err() != nil {
 				return false, ctx.Err()

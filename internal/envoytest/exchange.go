@@ -27,8 +27,9 @@ type downstreamRequest struct {
 // with its two ProcessorStates.
 type exchange struct {
 	f       *Filter
-	cfg     *filterv3.ProcessingMode // configured mode
-	mode    *filterv3.ProcessingMode // effective mode
+	client  extprocv3.ExternalProcessorClient // the server of this stream
+	cfg     *filterv3.ProcessingMode          // configured mode
+	mode    *filterv3.ProcessingMode          // effective mode
 	timeout time.Duration
 	limit   int
 	out     downstream
@@ -46,10 +47,11 @@ type exchange struct {
 
 // run is the state machine shared by [Filter.Do] and [Proxy].
 func (f *Filter) run(ctx context.Context, d *downstreamRequest, up Upstream, out downstream) (*Result, error) {
-	if f.Client == nil {
+	client, server := f.pick()
+	if client == nil {
 		return nil, fmt.Errorf("run: %w: nil Client", ErrInvalid)
 	}
-	x := &exchange{f: f, timeout: f.MessageTimeout, limit: f.BufferLimit, out: out, res: &Result{}}
+	x := &exchange{f: f, client: client, timeout: f.MessageTimeout, limit: f.BufferLimit, out: out, res: &Result{Server: server}}
 	x.mu = mutator{disallowIsError: f.DisallowIsError, res: x.res}
 	if x.timeout <= 0 {
 		x.timeout = DefaultMessageTimeout

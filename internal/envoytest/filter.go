@@ -31,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"time"
 
@@ -110,10 +111,16 @@ var ErrUnsupported = errors.New("envoytest: not supported by the fake")
 var ErrInvalid = errors.New("envoytest: invalid argument")
 
 // Filter is the ext_proc filter's configuration. The zero value of every field
-// except Client means Envoy's default.
+// except Client (or Clients) means Envoy's default.
 type Filter struct {
 	// Client reaches the ExternalProcessor under test (see [Serve]).
 	Client extprocv3.ExternalProcessorClient
+	// Clients, if not empty, replace Client: several ExternalProcessor
+	// servers behind one ext_proc cluster (the gateway shape, one Deployment
+	// with several replicas). Each exchange's stream goes to one of them
+	// picked at random, as Envoy balances per gRPC stream; Result.Server
+	// says which. The rules the fake enforces are the same for all.
+	Clients []extprocv3.ExternalProcessorClient
 	// Mode is processing_mode. Nil means request headers SEND, response
 	// headers SEND, bodies NONE, trailers SKIP. DEFAULT header modes mean
 	// SEND, DEFAULT trailer modes SKIP.
@@ -240,6 +247,9 @@ type Result struct {
 	// without the processor after an error.
 	FailedOpen bool
 
+	// Server is the index in Filter.Clients of the server the stream went
+	// to (0 with Filter.Client).
+	Server int
 	// StreamOpened tells whether a Process stream was opened (lazily, on
 	// the first message). StreamErr is how the server ended it: nil for a
 	// clean end (io.EOF) or when the fake cancelled it.
@@ -309,3 +319,13 @@ func (r *recorder) write(p []byte) error {
 }
 
 func (r *recorder) writeTrailers(http.Header) error { return nil }
+
+// pick returns the server of one exchange's stream and its index: Client,
+// or one of Clients at random.
+func (f *Filter) pick() (extprocv3.ExternalProcessorClient, int) {
+	if len(f.Clients) == 0 {
+		return f.Client, 0
+	}
+	i := rand.IntN(len(f.Clients))
+	return f.Clients[i], i
+}

@@ -62,6 +62,9 @@ func (s *sidecar) reload(w *watcher) {
 		return
 	}
 	prev := s.current.Load()
+	if attributionChanged(prev.cfg, cfg) {
+		s.log.Warn().Str("config", w.path).Msg("extproc.attribution changed: it applies at the next start, the store in use is kept")
+	}
 	gen, created, removed, err := s.build(cfg, prev)
 	if err != nil {
 		s.metrics.Reload(false)

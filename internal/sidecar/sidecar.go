@@ -25,7 +25,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/buildinfo"
-	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
@@ -126,6 +125,7 @@ type servers struct {
 	admin             *http.Server
 	proc              *processor.Server
 	ready             *readiness
+	attr              *attributionStore
 }
 
 // Run runs the sidecar until ctx is done, then drains and returns nil, or
@@ -194,6 +194,9 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		}
 		withHeaders = s.tracing.withHeaders
 	}
+	if srv.attr, err = newAttributionStore(&s.opts.Config.Extproc.Attribution, s.metrics, s.log.With().Str("component", "attribution").Logger()); err != nil {
+		return nil, err
+	}
 	gen, created, _, err := s.build(s.opts.Config, nil)
 	if err != nil {
 		return nil, err
@@ -212,7 +215,7 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		LogBodies:   s.opts.LogBodies,
 		// One memory of forwarded requests and tasks for the sidecar's
 		// life: a reload must not forget what was forwarded before it.
-		Attribution: attribution.New(attribution.Options{}),
+		Attribution: srv.attr,
 	})
 	srv.grpc = grpc.NewServer(s.grpcOptions()...)
 	extprocv3.RegisterExternalProcessorServer(srv.grpc, srv.proc)
@@ -242,6 +245,9 @@ func (srv *servers) closeListeners() {
 		if l != nil {
 			l.Close()
 		}
+	}
+	if srv.attr != nil {
+		srv.attr.close()
 	}
 }
 
@@ -336,6 +342,9 @@ func (s *sidecar) drain(ctx context.Context, srv *servers, setDrained func()) {
 	}
 	if err := srv.admin.Shutdown(closeCtx); err != nil {
 		s.log.Warn().Err(err).Msg("admin server shutdown")
+	}
+	if err := srv.attr.close(); err != nil {
+		s.log.Warn().Err(err).Msg("attribution store close")
 	}
 	s.shutdownTracing(ctx)
 	s.log.Info().Msg("mcp-extproc stopped")

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -27,10 +28,10 @@ func BenchmarkRecordLookup(b *testing.B) {
 					i := next.Add(1)
 					sess := sessions[i%int64(len(sessions))]
 					buf = fmt.Appendf(buf[:0], "%d", i)
-					if err := s.Record(sess, buf, o); err != nil {
+					if err := s.Record(context.Background(), sess, buf, o); err != nil {
 						b.Fatal(err)
 					}
-					if _, err := s.Lookup(sess, buf); errors.Is(err, ErrInvalidID) {
+					if _, err := s.Lookup(context.Background(), sess, buf); errors.Is(err, ErrInvalidID) {
 						b.Fatal(err)
 					}
 				}
@@ -44,12 +45,12 @@ func BenchmarkLookup(b *testing.B) {
 	s := New(Options{})
 	const sess = "0b6e1c3a-7d2f-4e88-9c1d-000000000001"
 	id := []byte("42")
-	if err := s.Record(sess, id, Origin{Method: "tools/call", Name: "get-weather"}); err != nil {
+	if err := s.Record(context.Background(), sess, id, Origin{Method: "tools/call", Name: "get-weather"}); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := s.Lookup(sess, id); err != nil {
+		if _, err := s.Lookup(context.Background(), sess, id); err != nil {
 			b.Fatal(err)
 		}
 	}

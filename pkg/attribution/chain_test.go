@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -50,7 +51,7 @@ func TestListsStayLinked(t *testing.T) {
 	sh := s.requests[0]
 	record := func(session string, id int) {
 		t.Helper()
-		if err := s.Record(session, []byte(fmt.Sprint(id)), echo); err != nil {
+		if err := s.Record(context.Background(), session, []byte(fmt.Sprint(id)), echo); err != nil {
 			t.Fatal(err)
 		}
 		checkShard(t, sh)
@@ -65,7 +66,7 @@ func TestListsStayLinked(t *testing.T) {
 	for i := 3; i < 8; i++ {
 		record("a", i) // over the per-session and the shard bounds: evictions
 	}
-	s.ForgetSession("b")
+	s.ForgetSession(context.Background(), "b")
 	checkShard(t, sh)
 	now = now.Add(2 * time.Minute)
 	record("c", 20) // everything else expires

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ func FuzzOps(f *testing.F) {
 			thisKey := ""
 			switch op {
 			case 0, 1:
-				err := s.Record(sess, id, o)
+				err := s.Record(context.Background(), sess, id, o)
 				if (err != nil) != (cerr != nil) {
 					t.Fatalf("Record(%q) = %v, canonical error %v", id, err, cerr)
 				}
@@ -47,7 +48,7 @@ func FuzzOps(f *testing.F) {
 					thisKey = rkey
 					prev := last[rkey]
 					last[rkey] = o
-					got, err := s.Lookup(sess, id)
+					got, err := s.Lookup(context.Background(), sess, id)
 					if prevKey == rkey && prev != o && !errors.Is(err, ErrAmbiguous) {
 						t.Fatalf("id %s recorded as %+v then %+v: lookup = %+v, %v; want ErrAmbiguous", id, prev, o, got, err)
 					}
@@ -56,19 +57,19 @@ func FuzzOps(f *testing.F) {
 					}
 				}
 			case 2:
-				if s.RecordTask(sess, string(id), o) == nil {
+				if s.RecordTask(context.Background(), sess, string(id), o) == nil {
 					last[tkey] = o
 				}
 			case 3:
 				c.Add(time.Duration(b) * time.Second)
 			case 4:
-				got, err := s.Lookup(sess, id)
+				got, err := s.Lookup(context.Background(), sess, id)
 				check(t, got, err, last, rkey)
 			case 5:
-				got, err := s.LookupTask(sess, string(id))
+				got, err := s.LookupTask(context.Background(), sess, string(id))
 				check(t, got, err, last, tkey)
 			case 6:
-				s.ForgetSession(sess)
+				s.ForgetSession(context.Background(), sess)
 			}
 			prevKey = thisKey
 			st := s.Stats()

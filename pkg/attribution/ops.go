@@ -2,6 +2,7 @@ package attribution
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 
 	"github.com/go-json-experiment/json"
@@ -17,7 +18,7 @@ import (
 // per-session cap), so their ids collide and become ambiguous: a caller may
 // prefer not to record sessionless requests whose answers can only arrive on
 // their own POST stream.
-func (s *Store) Record(session string, id []byte, o Origin) error {
+func (s *Memory) Record(_ context.Context, session string, id []byte, o Origin) error {
 	var buf [128]byte
 	key, err := s.requestKey(buf[:0], session, id)
 	if err != nil {
@@ -34,7 +35,7 @@ func (s *Store) Record(session string, id []byte, o Origin) error {
 // ErrUnknown, ErrAmbiguous or ErrInvalidID; the caller applies its policy for
 // responses it cannot attribute. Lookup does not consume the entry: a
 // response may be replayed more than once.
-func (s *Store) Lookup(session string, id []byte) (Origin, error) {
+func (s *Memory) Lookup(_ context.Context, session string, id []byte) (Origin, error) {
 	var buf [128]byte
 	key, err := s.requestKey(buf[:0], session, id)
 	if err != nil {
@@ -45,7 +46,7 @@ func (s *Store) Lookup(session string, id []byte) (Origin, error) {
 
 // RecordTask remembers that task taskID of MCP session session was created
 // by the request o (a tools/call and its tool name). Same rules as Record.
-func (s *Store) RecordTask(session, taskID string, o Origin) error {
+func (s *Memory) RecordTask(_ context.Context, session, taskID string, o Origin) error {
 	var buf [128]byte
 	key, err := s.taskKey(buf[:0], session, taskID)
 	if err != nil {
@@ -61,7 +62,7 @@ func (s *Store) RecordTask(session, taskID string, o Origin) error {
 // LookupTask returns the origin of task taskID in session session. Errors as
 // for Lookup. A task created in another session (or without one) is
 // unknown.
-func (s *Store) LookupTask(session, taskID string) (Origin, error) {
+func (s *Memory) LookupTask(_ context.Context, session, taskID string) (Origin, error) {
 	var buf [128]byte
 	key, err := s.taskKey(buf[:0], session, taskID)
 	if err != nil {
@@ -72,19 +73,19 @@ func (s *Store) LookupTask(session, taskID string) (Origin, error) {
 
 // ForgetSession drops every request and task entry of session, e.g. when
 // the client deletes the session.
-func (s *Store) ForgetSession(session string) {
+func (s *Memory) ForgetSession(_ context.Context, session string) {
 	s.shard(s.requests, session).dropSession(session)
 	s.shard(s.tasks, session).dropSession(session)
 }
 
-// Stats are a Store's current size.
+// Stats are a Memory's current size.
 type Stats struct {
 	Requests, Tasks, Sessions int
 	Bytes                     int // accounted bytes, see the package doc
 }
 
 // Stats counts the entries now held (expired ones not yet swept included).
-func (s *Store) Stats() Stats {
+func (s *Memory) Stats() Stats {
 	var st Stats
 	for i, table := range [][]*shard{s.requests, s.tasks} {
 		for _, sh := range table {
@@ -115,7 +116,7 @@ func found(o Origin, ok, ambiguous bool) (Origin, error) {
 // requestKey appends session, a NUL and the canonical id to dst. The NUL
 // cannot occur in a canonical JSON id, so distinct (session, id) pairs give
 // distinct keys.
-func (s *Store) requestKey(dst []byte, session string, id []byte) ([]byte, error) {
+func (s *Memory) requestKey(dst []byte, session string, id []byte) ([]byte, error) {
 	if len(session) > s.opts.MaxFieldBytes || len(id) > s.opts.MaxFieldBytes {
 		return nil, fmt.Errorf("%w: session id or request id", ErrTooLarge)
 	}
@@ -129,7 +130,7 @@ func (s *Store) requestKey(dst []byte, session string, id []byte) ([]byte, error
 }
 
 // taskKey is requestKey for task ids (strings, compared exactly).
-func (s *Store) taskKey(dst []byte, session, taskID string) ([]byte, error) {
+func (s *Memory) taskKey(dst []byte, session, taskID string) ([]byte, error) {
 	if taskID == "" {
 		return nil, ErrInvalidID
 	}

@@ -10,7 +10,9 @@
 // answer (the 2026-07-28 tasks extension). The stream that sees such a
 // response knows its JSON-RPC id (or the task id) but not the method and
 // target it answers. A [Store] is that memory, shared by all streams of a
-// sidecar:
+// sidecar ([Memory], in process), or by all replicas of a gateway
+// (package redisstore, which keeps a Memory in front of Redis or Valkey;
+// docs/attribution-store.md). What is remembered:
 //
 //   - requests: (MCP session id, JSON-RPC id) → [Origin] (method and target
 //     name), recorded when a request is forwarded;
@@ -20,7 +22,7 @@
 // Ids are compared as JSON values: 7 and "7" are different ids; a string id
 // is compared after unescaping ("\u0061" is "a"). A key recorded twice with
 // different origins (a client reusing a request id for another method) is
-// ambiguous from then on: [Store.Lookup] reports [ErrAmbiguous] rather than
+// ambiguous from then on: [Memory.Lookup] reports [ErrAmbiguous] rather than
 // guess, so a reused id cannot turn a tool's result into, say, a tools/list
 // answer that no post hook inspects. The same holds for an id reused after
 // its entry was evicted or expired: each session keeps a 256-byte Bloom
@@ -39,7 +41,7 @@
 // a number of accounted bytes (each entry counts a fixed overhead for its
 // struct and map slot, plus its key and origin strings; each session a fixed
 // overhead, its filter and its id). Fields longer than
-// [Options.MaxFieldBytes] are not recorded at all. With the defaults a Store
+// [Options.MaxFieldBytes] are not recorded at all. With the defaults a Memory
 // holds at most 65536 request entries and 16384 task entries in at most 24
 // MiB of accounted bytes (16 MiB requests, 8 MiB tasks). A typical request
 // entry (a UUID session id, a small id, a tool name of 11 bytes) accounts for
@@ -47,7 +49,7 @@
 // binds first, at about 55 000 request entries; the live heap measured by
 // TestMemoryFlat is below the accounted bytes (about 230 bytes per entry with
 // 8 entries per session). Entries also expire: each table has a TTL, checked
-// lazily (on insertion at the old end, and on lookup), so the Store runs no
+// lazily (on insertion at the old end, and on lookup), so a Memory runs no
 // goroutine and needs no Close.
 //
 // The tables are sharded by session id, each shard behind its own mutex; the
@@ -126,19 +128,20 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Store is the sidecar-wide memory of forwarded requests and created tasks.
-// It is safe for concurrent use. Create one per sidecar with New.
-type Store struct {
+// Memory is the in-process [Store]: the sidecar-wide memory of forwarded
+// requests and created tasks, bounded as the package doc says. It is safe
+// for concurrent use. Create one per sidecar with New.
+type Memory struct {
 	opts     Options
 	seed     maphash.Seed
 	requests []*shard
 	tasks    []*shard
 }
 
-// New returns an empty Store bounded by opts.
-func New(opts Options) *Store {
+// New returns an empty Memory bounded by opts.
+func New(opts Options) *Memory {
 	o := opts.withDefaults()
-	s := &Store{opts: o, seed: maphash.MakeSeed()}
+	s := &Memory{opts: o, seed: maphash.MakeSeed()}
 	reqBytes := o.MaxBytes / 3 * 2
 	s.requests = shards(o.Shards, limits{
 		entries: o.MaxRequests, perSession: o.MaxRequestsPerSession,
@@ -168,8 +171,8 @@ func shards(n int, lim limits) []*shard {
 	return out
 }
 
-func (s *Store) shard(table []*shard, session string) *shard {
+func (s *Memory) shard(table []*shard, session string) *shard {
 	return table[maphash.String(s.seed, session)%uint64(len(table))]
 }
 
-func (s *Store) now() int64 { return s.opts.Now().UnixNano() }
+func (s *Memory) now() int64 { return s.opts.Now().UnixNano() }

@@ -1,6 +1,7 @@
 package attribution
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime"
@@ -113,25 +114,25 @@ func TestStore(t *testing.T) {
 			for _, o := range tt.ops {
 				var err error
 				if o.task {
-					err = s.RecordTask(o.session, o.id, o.o)
+					err = s.RecordTask(context.Background(), o.session, o.id, o.o)
 				} else {
-					err = s.Record(o.session, []byte(o.id), o.o)
+					err = s.Record(context.Background(), o.session, []byte(o.id), o.o)
 				}
 				if err != nil {
 					t.Fatalf("record %+v: %v", o, err)
 				}
 				c.Add(o.advance)
 				if o.forget != "" {
-					s.ForgetSession(o.forget)
+					s.ForgetSession(context.Background(), o.forget)
 				}
 			}
 			for _, w := range tt.want {
 				var got Origin
 				var err error
 				if w.task {
-					got, err = s.LookupTask(w.session, w.id)
+					got, err = s.LookupTask(context.Background(), w.session, w.id)
 				} else {
-					got, err = s.Lookup(w.session, []byte(w.id))
+					got, err = s.Lookup(context.Background(), w.session, []byte(w.id))
 				}
 				if !errors.Is(err, w.err) || got != w.o {
 					t.Errorf("lookup(%q, %q, task=%v) = %+v, %v; want %+v, %v", w.session, w.id, w.task, got, err, w.o, w.err)
@@ -143,10 +144,10 @@ func TestStore(t *testing.T) {
 
 func TestRecordTooLargeName(t *testing.T) {
 	s := New(Options{MaxFieldBytes: 8})
-	if err := s.Record("s", []byte("1"), Origin{Method: "tools/call", Name: strings.Repeat("x", 9)}); !errors.Is(err, ErrTooLarge) {
+	if err := s.Record(context.Background(), "s", []byte("1"), Origin{Method: "tools/call", Name: strings.Repeat("x", 9)}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("Record = %v, want ErrTooLarge", err)
 	}
-	if err := s.RecordTask("s", "t", Origin{Method: "tools/call", Name: strings.Repeat("x", 9)}); !errors.Is(err, ErrTooLarge) {
+	if err := s.RecordTask(context.Background(), "s", "t", Origin{Method: "tools/call", Name: strings.Repeat("x", 9)}); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("RecordTask = %v, want ErrTooLarge", err)
 	}
 	if st := s.Stats(); st.Requests != 0 || st.Tasks != 0 || st.Bytes != 0 {
@@ -159,17 +160,17 @@ func TestRecordTooLargeName(t *testing.T) {
 func TestFairness(t *testing.T) {
 	s := New(Options{MaxRequests: 1000, MaxRequestsPerSession: 10, Shards: 1})
 	for i := range 10 {
-		if err := s.Record(fmt.Sprintf("victim-%d", i), []byte("1"), echo); err != nil {
+		if err := s.Record(context.Background(), fmt.Sprintf("victim-%d", i), []byte("1"), echo); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 100_000 {
-		if err := s.Record("flood", fmt.Appendf(nil, "%d", i), list); err != nil {
+		if err := s.Record(context.Background(), "flood", fmt.Appendf(nil, "%d", i), list); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := range 10 {
-		if o, err := s.Lookup(fmt.Sprintf("victim-%d", i), []byte("1")); err != nil || o != echo {
+		if o, err := s.Lookup(context.Background(), fmt.Sprintf("victim-%d", i), []byte("1")); err != nil || o != echo {
 			t.Fatalf("victim %d: %+v, %v", i, o, err)
 		}
 	}
@@ -184,7 +185,7 @@ func TestBytesBound(t *testing.T) {
 	s := New(Options{MaxRequests: 1 << 20, MaxRequestsPerSession: 1 << 20, MaxBytes: 3 << 20, Shards: 4})
 	name := strings.Repeat("n", 1000)
 	for i := range 20_000 {
-		if err := s.Record(fmt.Sprintf("session-%d", i%50), fmt.Appendf(nil, "%d", i), Origin{Method: "tools/call", Name: name}); err != nil {
+		if err := s.Record(context.Background(), fmt.Sprintf("session-%d", i%50), fmt.Appendf(nil, "%d", i), Origin{Method: "tools/call", Name: name}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -202,16 +203,16 @@ func TestConcurrent(t *testing.T) {
 			sess := fmt.Sprintf("s%d", g)
 			for i := range 2000 {
 				id := fmt.Appendf(nil, "%d", i)
-				if err := s.Record(sess, id, echo); err != nil {
+				if err := s.Record(context.Background(), sess, id, echo); err != nil {
 					t.Error(err)
 					return
 				}
-				if o, err := s.Lookup(sess, id); err != nil && !errors.Is(err, ErrAmbiguous) || err == nil && o != echo {
+				if o, err := s.Lookup(context.Background(), sess, id); err != nil && !errors.Is(err, ErrAmbiguous) || err == nil && o != echo {
 					t.Errorf("lookup own fresh entry: %+v, %v", o, err)
 					return
 				}
 				if i%100 == 0 {
-					s.ForgetSession(sess)
+					s.ForgetSession(context.Background(), sess)
 					_ = s.Stats()
 				}
 			}
@@ -239,7 +240,7 @@ func TestMemoryFlat(t *testing.T) {
 	fill := func(from, to int) {
 		for i := from; i < to; i++ {
 			sess := fmt.Sprintf("0b6e1c3a-7d2f-4e88-9c1d-%012d", i/8)
-			if err := s.Record(sess, fmt.Appendf(nil, "%d", i), Origin{Method: "tools/call", Name: "get-weather"}); err != nil {
+			if err := s.Record(context.Background(), sess, fmt.Appendf(nil, "%d", i), Origin{Method: "tools/call", Name: "get-weather"}); err != nil {
 				t.Fatal(err)
 			}
 		}

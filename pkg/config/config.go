@@ -228,6 +228,9 @@ type Extproc struct {
 	// whose headers disagree with its body. Default true; false reads the
 	// body of every MCP POST. Read it with [Extproc.TrustsMCPMethodHeader].
 	TrustMCPMethodHeader *bool `yaml:"trust_mcp_method_header,omitempty" json:"trust_mcp_method_header,omitempty"`
+	// Attribution is where what each request and task was is remembered:
+	// in the process (default) or shared by replicas through Redis.
+	Attribution Attribution `yaml:"attribution,omitempty" json:"attribution,omitempty"`
 }
 
 // TrustsMCPMethodHeader reports whether the Mcp-Method and Mcp-Name headers
@@ -258,6 +261,7 @@ func (e *Extproc) choices() []choice {
 	return []choice{
 		{"extproc.unattributed_responses", &e.UnattributedResponses, []string{UnattributedRefuse, UnattributedPass}},
 		{"extproc.uncertain_mirrored_headers", &e.UncertainMirroredHeaders, []string{UncertainRemove, UncertainRefuse}},
+		{"extproc.attribution.store", &e.Attribution.Store, []string{StoreMemory, StoreRedis}},
 	}
 }
 

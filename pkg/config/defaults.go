@@ -99,6 +99,7 @@ func (c *Config) ApplyDefaults() {
 			*ch.value = ch.values[0]
 		}
 	}
+	e.Attribution.applyDefaults()
 	e.UserHeader = lowerHeader(e.UserHeader)
 	e.TenantHeader = lowerHeader(e.TenantHeader)
 	e.ServerHeader = lowerHeader(e.ServerHeader)

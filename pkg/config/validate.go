@@ -331,6 +331,7 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 			v.warn("", f, "%q carries credentials and is forwarded to plugins", h)
 		}
 	}
+	v.attribution(&e.Attribution)
 	if e.HookTimeout != nil {
 		switch {
 		case e.HookTimeout.Duration <= 0:

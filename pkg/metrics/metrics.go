@@ -35,7 +35,8 @@ type Metrics struct {
 	stateChanges    *prometheus.CounterVec
 	reloads         *prometheus.CounterVec
 	configTimestamp prometheus.Gauge
-	sess            sessionMetrics // sessions.go
+	sess            sessionMetrics     // sessions.go
+	attr            attributionMetrics // attribution.go
 }
 
 // New creates the collectors and registers them on reg.
@@ -81,6 +82,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks,
 		m.pluginState, m.stateChanges, m.reloads, m.configTimestamp)
 	m.sess = newSessionMetrics(reg)
+	m.attr = newAttributionMetrics(reg)
 	return m
 }
 

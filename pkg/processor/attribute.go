@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bytes"
+	"mime"
 	"net/http"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -46,7 +47,7 @@ func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3
 	}
 	if method == http.MethodDelete {
 		if st.sessionID != "" {
-			st.attr.ForgetSession(st.sessionID)
+			st.attr.ForgetSession(st.ctx, st.sessionID)
 		}
 		return st.passThrough()
 	}
@@ -80,8 +81,36 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 			}
 			o.Name = name
 		}
-		if err := st.attr.Record(st.sessionID, m.ID, o); err != nil {
+		if err := st.attr.Record(st.ctx, st.sessionID, m.ID, o); err != nil {
 			st.logger().Debug().Err(err).Str("method", m.Method).Msg("request not recorded for attribution")
+			continue
+		}
+		st.recorded = true
+	}
+}
+
+// syncRecords waits, with a store that writes behind the requests (shared
+// between replicas), until this stream's records can be seen by the other
+// replicas: called at the response headers, before anything of the
+// response reaches the client, so that a replay through another replica
+// finds them. Only an SSE response can be replayed (a GET resumes from an
+// event id); a task's record waits on its own (RecordTask). The store
+// bounds the wait.
+func (st *stream) syncRecords(h *extprocv3.HttpHeaders) {
+	if !st.recorded {
+		return
+	}
+	st.recorded = false
+	s, ok := st.attr.(attribution.Syncer)
+	if !ok {
+		return
+	}
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() == "content-type" {
+			if mt, _, _ := mime.ParseMediaType(headerValue(hv)); mt == "text/event-stream" {
+				s.Sync(st.ctx)
+			}
+			return
 		}
 	}
 }
@@ -98,7 +127,7 @@ func (st *stream) targetOf(r *hookfamily.Route, m *mcpmsg.Message) (name string,
 	if !ok {
 		return "", false
 	}
-	o, err := st.attr.LookupTask(st.sessionID, id)
+	o, err := st.attr.LookupTask(st.ctx, st.sessionID, id)
 	if err != nil || o.Method != "tools/call" {
 		return "", false
 	}
@@ -122,7 +151,7 @@ func (st *stream) recordTask(result []byte, tool string) {
 	if !ok {
 		return
 	}
-	if err := st.attr.RecordTask(st.sessionID, id, attribution.Origin{Method: "tools/call", Name: tool}); err != nil {
+	if err := st.attr.RecordTask(st.ctx, st.sessionID, id, attribution.Origin{Method: "tools/call", Name: tool}); err != nil {
 		st.logger().Warn().Err(err).Msg("task not recorded: its result will be unattributable")
 	}
 }
@@ -131,7 +160,7 @@ func (st *stream) recordTask(result []byte, tool string) {
 // It returns nil when the response passes (no post hook applies to its
 // request, or the policy lets unattributable responses pass).
 func (st *stream) attribute(id []byte) *pendingCall {
-	o, err := st.attr.Lookup(st.sessionID, id)
+	o, err := st.attr.Lookup(st.ctx, st.sessionID, id)
 	if err != nil {
 		if !st.snap.Settings.RefusesUnattributed() {
 			return nil

@@ -2,6 +2,7 @@ package processor
 
 import (
 	"bytes"
+	"context"
 	"testing"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -19,8 +20,8 @@ import (
 func runGET(t *testing.T, chunks [][]byte) []byte {
 	t.Helper()
 	st := testStream(&fakeHooks{post: rewrite})
-	_ = st.attr.Record("s", []byte("1"), attribution.Origin{Method: "tools/call", Name: "t"})
-	_ = st.attr.Record("s", []byte("2"), attribution.Origin{Method: "tools/list"})
+	_ = st.attr.Record(context.Background(), "s", []byte("1"), attribution.Origin{Method: "tools/call", Name: "t"})
+	_ = st.attr.Record(context.Background(), "s", []byte("2"), attribution.Origin{Method: "tools/list"})
 	get := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 		Headers: headerMap(":method", "GET", ":path", "/mcp", "mcp-session-id", "s", "last-event-id", "e0"), EndOfStream: true}}}
 	st.handle(get)

@@ -25,6 +25,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
 			"mcp-extproc misconfigured: Envoy did not send the request body (allow_mode_override must be true)", nil), false, nil)
 	}
+	st.syncRecords(h)
 	if (len(st.pending) == 0 && !st.foreign) || h.GetEndOfStream() {
 		return st.responseNone()
 	}

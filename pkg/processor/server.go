@@ -70,9 +70,11 @@ type Options struct {
 	// Attribution remembers what each forwarded request and created task
 	// was, so that results arriving on other streams (GET replays, tasks)
 	// get their post hooks. Create one per sidecar and keep it across
-	// configuration reloads; nil means New makes one with the default
-	// bounds.
-	Attribution *attribution.Store
+	// configuration reloads; nil means New makes an attribution.Memory
+	// with the default bounds. A store shared by replicas
+	// (attribution/redisstore) is waited for (attribution.Syncer) before
+	// the response of a stream that recorded goes out.
+	Attribution attribution.Store
 }
 
 // Server implements extprocv3.ExternalProcessorServer.

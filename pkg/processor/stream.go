@@ -80,14 +80,16 @@ type stream struct {
 	sse     *sse.Decoder // phaseResponseSSE
 
 	// attr is the sidecar's memory of forwarded requests and tasks
-	// (attribute.go). foreign: responses to requests of other streams are
+	// (attribute.go); a store shared by replicas may write behind the
+	// request (syncRecords). foreign: responses to requests of other streams are
 	// looked up there (a GET stream; a POST stream whose response is
 	// read). own: ids of this stream's requests, whose answers need no
 	// lookup.
-	attr    *attribution.Store
-	foreign bool
-	own     map[string]struct{}
-	post    int8 // postConfigured's answer: 0 unknown, 1 no, 2 yes
+	attr     attribution.Store
+	foreign  bool
+	own      map[string]struct{}
+	post     int8 // postConfigured's answer: 0 unknown, 1 no, 2 yes
+	recorded bool // a request of this stream was recorded (syncRecords)
 
 	// headers are the request headers of a POST whose body is read;
 	// mcpHeaders the standard ones of MCP 2026-07-28 among them, taken

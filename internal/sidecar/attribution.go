@@ -1,0 +1,119 @@
+package sidecar
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+
+	"github.com/rs/zerolog"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution/redisstore"
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
+)
+
+// attributionStore is the store the processor keeps for the sidecar's life
+// and how to release it.
+type attributionStore struct {
+	attribution.Store
+	close func() error
+}
+
+// newAttributionStore builds extproc.attribution of cfg: the in-process
+// memory, or the Redis-backed store (which does not wait for Redis: it
+// falls back until Redis answers).
+func newAttributionStore(cfg *config.Attribution, m *metrics.Metrics, log zerolog.Logger) (*attributionStore, error) {
+	bounds := attribution.Options{
+		MaxRequestsPerSession: cfg.MaxRequestsPerSession,
+		MaxTasksPerSession:    cfg.MaxTasksPerSession,
+	}
+	if cfg.RequestTTL != nil {
+		bounds.RequestTTL = cfg.RequestTTL.Duration
+	}
+	if cfg.TaskTTL != nil {
+		bounds.TaskTTL = cfg.TaskTTL.Duration
+	}
+	if cfg.Store != config.StoreRedis {
+		return &attributionStore{Store: attribution.New(bounds), close: func() error { return nil }}, nil
+	}
+	r := cfg.Redis
+	opts := redisstore.Options{
+		Addrs: r.Addresses, Username: r.Username, KeyPrefix: r.KeyPrefix,
+		DialTimeout: r.DialTimeout.Duration, OpTimeout: r.OpTimeout.Duration,
+		Bounds: bounds, Observer: m, Logger: log,
+	}
+	if r.PasswordFile != "" {
+		pw, err := os.ReadFile(r.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("extproc.attribution.redis.password_file: %w", err)
+		}
+		opts.Password = strings.TrimRight(string(pw), "\r\n")
+	}
+	if r.TLS != nil {
+		tc, err := redisTLS(r.TLS)
+		if err != nil {
+			return nil, fmt.Errorf("extproc.attribution.redis.tls: %w", err)
+		}
+		opts.TLS = tc
+	}
+	st, err := redisstore.New(opts)
+	if err != nil {
+		return nil, fmt.Errorf("attribution store: %w", err)
+	}
+	log.Info().Strs("addresses", r.Addresses).Str("key_prefix", r.KeyPrefix).Msg("attribution shared through redis")
+	return &attributionStore{Store: st, close: st.Close}, nil
+}
+
+// redisTLS is the client TLS configuration of the redis section: ca_bundle
+// (default: the system roots), certfile and keyfile (mutual TLS), verify
+// and check_hostname as for plugins.
+func redisTLS(t *config.TLS) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if t.CABundle != "" {
+		pemData, err := os.ReadFile(t.CABundle)
+		if err != nil {
+			return nil, err
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pemData) {
+			return nil, fmt.Errorf("ca_bundle %s: no PEM certificate", t.CABundle)
+		}
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	switch {
+	case !t.VerifyEnabled():
+		tc.InsecureSkipVerify = true
+	case !t.HostnameCheckEnabled():
+		roots := tc.RootCAs
+		tc.InsecureSkipVerify = true // the chain is verified below, without the name
+		tc.VerifyConnection = func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("server sent no certificate")
+			}
+			vo := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
+			for _, c := range cs.PeerCertificates[1:] {
+				vo.Intermediates.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(vo)
+			return err
+		}
+	}
+	return tc, nil
+}
+
+// attributionChanged reports whether a reload changed extproc.attribution,
+// which applies only at start: the store holds what was forwarded before.
+func attributionChanged(prev, next *config.Config) bool {
+	return !reflect.DeepEqual(prev.Extproc.Attribution, next.Extproc.Attribution)
+}
