@@ -1,9 +1,6 @@
 package sidecar
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -15,6 +12,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution/redisstore"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
+	"github.com/mcp-extproc/mcp-extproc/pkg/tlsconfig"
 )
 
 // attributionStore is the store the processor keeps for the sidecar's life
@@ -55,7 +53,7 @@ func newAttributionStore(cfg *config.Attribution, m *metrics.Metrics, log zerolo
 		opts.Password = strings.TrimRight(string(pw), "\r\n")
 	}
 	if r.TLS != nil {
-		tc, err := redisTLS(r.TLS)
+		tc, err := tlsconfig.Client(r.TLS)
 		if err != nil {
 			return nil, fmt.Errorf("extproc.attribution.redis.tls: %w", err)
 		}
@@ -67,49 +65,6 @@ func newAttributionStore(cfg *config.Attribution, m *metrics.Metrics, log zerolo
 	}
 	log.Info().Strs("addresses", r.Addresses).Str("key_prefix", r.KeyPrefix).Msg("attribution shared through redis")
 	return &attributionStore{Store: st, close: st.Close}, nil
-}
-
-// redisTLS is the client TLS configuration of the redis section: ca_bundle
-// (default: the system roots), certfile and keyfile (mutual TLS), verify
-// and check_hostname as for plugins.
-func redisTLS(t *config.TLS) (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if t.CABundle != "" {
-		pemData, err := os.ReadFile(t.CABundle)
-		if err != nil {
-			return nil, err
-		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pemData) {
-			return nil, fmt.Errorf("ca_bundle %s: no PEM certificate", t.CABundle)
-		}
-	}
-	if t.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-		if err != nil {
-			return nil, err
-		}
-		tc.Certificates = []tls.Certificate{cert}
-	}
-	switch {
-	case !t.VerifyEnabled():
-		tc.InsecureSkipVerify = true
-	case !t.HostnameCheckEnabled():
-		roots := tc.RootCAs
-		tc.InsecureSkipVerify = true // the chain is verified below, without the name
-		tc.VerifyConnection = func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("server sent no certificate")
-			}
-			vo := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool()}
-			for _, c := range cs.PeerCertificates[1:] {
-				vo.Intermediates.AddCert(c)
-			}
-			_, err := cs.PeerCertificates[0].Verify(vo)
-			return err
-		}
-	}
-	return tc, nil
 }
 
 // attributionChanged reports whether a reload changed extproc.attribution,

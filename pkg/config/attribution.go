@@ -35,8 +35,8 @@ type Redis struct {
 	// PasswordFile holds the password (trailing newline ignored); the
 	// password itself never appears in the config.
 	PasswordFile string `yaml:"password_file,omitempty" json:"password_file,omitempty"`
-	// TLS: certfile, keyfile, ca_bundle, verify, check_hostname as for a
-	// plugin (keyfile_password is not supported here).
+	// TLS: certfile, keyfile, keyfile_password, ca_bundle, verify,
+	// check_hostname, as for a plugin (package tlsconfig builds both).
 	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
 	// KeyPrefix starts every key (default "mcp-extproc:").
 	KeyPrefix string `yaml:"key_prefix,omitempty" json:"key_prefix,omitempty"`
@@ -128,9 +128,6 @@ func (v *validator) redis(r *Redis, base string) {
 		}
 		if !t.VerifyEnabled() {
 			v.warn("", base+".tls.verify", "false: the Redis server's certificate is not verified")
-		}
-		if t.KeyFilePassword != "" {
-			v.problem("", base+".tls.keyfile_password", "not supported for redis: use an unencrypted key file")
 		}
 		if t.KeyFile == "" && t.CertFile != "" {
 			v.problem("", base+".tls.certfile", "requires keyfile")

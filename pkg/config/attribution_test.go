@@ -67,7 +67,6 @@ func TestAttributionProblems(t *testing.T) {
 		{"username without password", "    store: redis\n    redis: {addresses: ['r:6379'], username: u}\n", []where{{"", "extproc.attribution.redis.username"}}},
 		{"tls key without cert", "    store: redis\n    redis: {addresses: ['r:6379'], tls: {keyfile: " + dir + "}}\n",
 			[]where{{"", "extproc.attribution.redis.tls.keyfile"}, {"", "extproc.attribution.redis.tls.keyfile"}}},
-		{"tls key password", "    store: redis\n    redis: {addresses: ['r:6379'], tls: {keyfile_password: x}}\n", []where{{"", "extproc.attribution.redis.tls.keyfile_password"}}},
 		{"op_timeout zero", "    store: redis\n    redis: {addresses: ['r:6379'], op_timeout: 0}\n", []where{{"", "extproc.attribution.redis.op_timeout"}}},
 		{"op_timeout too long", "    store: redis\n    redis: {addresses: ['r:6379'], op_timeout: 5}\n", []where{{"", "extproc.attribution.redis.op_timeout"}}},
 		{"dial_timeout zero", "    store: redis\n    redis: {addresses: ['r:6379'], dial_timeout: 0}\n", []where{{"", "extproc.attribution.redis.dial_timeout"}}},

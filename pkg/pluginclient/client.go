@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/endpoints"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/mcpconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/reconnect"
+	"github.com/mcp-extproc/mcp-extproc/pkg/tlsconfig"
 )
 
 // DefaultSlots is the default of Options.Slots: the sessions (connections)
@@ -164,7 +165,7 @@ func (c *Client) setMCP(pl config.Plugin, opts Options) error {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	if pl.MCP.TLS != nil {
-		tc, err := tlsConfig(pl.MCP.TLS)
+		tc, err := tlsconfig.Client(pl.MCP.TLS)
 		if err != nil {
 			return fmt.Errorf("mcp.tls: %w", err)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/grpcconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/unixconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
+	"github.com/mcp-extproc/mcp-extproc/pkg/tlsconfig"
 )
 
 // wireTransport is how a client reaches a plugin over one of cpex's
@@ -45,7 +46,7 @@ func wireFor(pl config.Plugin, sessions int) (w wireTransport, ok bool, err erro
 		g := pl.GRPC
 		var tc *tls.Config
 		if g.TLS != nil {
-			if tc, err = tlsConfig(g.TLS); err != nil {
+			if tc, err = tlsconfig.Client(g.TLS); err != nil {
 				return w, true, fmt.Errorf("grpc.tls: %w", err)
 			}
 		}

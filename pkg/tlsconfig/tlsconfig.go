@@ -1,4 +1,8 @@
-package pluginclient
+// Package tlsconfig builds the client TLS configuration of a cpex tls:
+// section, the one shape every TLS client of the sidecar is configured with
+// (a plugin's mcp.tls and grpc.tls, the shared attribution store's
+// redis.tls).
+package tlsconfig
 
 import (
 	"crypto/tls"
@@ -11,7 +15,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 )
 
-// tlsConfig builds the client TLS configuration of mcp.tls
+// Client builds the client TLS configuration of a tls: section
 // (docs/plugin-protocol.md §4):
 //   - ca_bundle: PEM file of the CAs that verify the server (default: the
 //     system roots);
@@ -19,7 +23,7 @@ import (
 //     decrypts a legacy encrypted PEM key ("Proc-Type: 4,ENCRYPTED");
 //   - verify: false skips verification entirely (InsecureSkipVerify);
 //   - check_hostname: false verifies the chain but not the host name.
-func tlsConfig(t *config.TLS) (*tls.Config, error) {
+func Client(t *config.TLS) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
 	if t.CABundle != "" {
 		pemData, err := os.ReadFile(t.CABundle)
