@@ -317,10 +317,12 @@ func checkDockerfile(s snapshot) []error {
 			p.addf("%s: FROM %s, want %s", where, st.base, runtimeBase)
 		}
 		var exposed []int
-		user, entry := "", ""
+		user, entry, labels := "", "", ""
 		var copied []string
 		for _, in := range st.instrs {
 			switch in.cmd {
+			case "LABEL":
+				labels += " " + in.args
 			case "EXPOSE":
 				for _, f := range strings.Fields(in.args) {
 					n, err := strconv.Atoi(strings.TrimSuffix(f, "/tcp"))
@@ -363,8 +365,34 @@ func checkDockerfile(s snapshot) []error {
 		if len(copied) == 0 {
 			p.addf("%s: does not copy ./cmd/%s built by %s", where, target, buildScript)
 		}
+		p.errs = append(p.errs, checkOCILabels(where, labels)...)
 		if !slices.Contains(s.cmds, target) {
 			p.addf("%s: cmd/%s does not exist", where, target)
+		}
+	}
+	return p.errs
+}
+
+// ociLabels are the OCI image annotations every image carries; true: the
+// value must come from a build argument (stamped by make image), not be
+// written into the Dockerfile.
+var ociLabels = map[string]bool{
+	"org.opencontainers.image.version":  true,
+	"org.opencontainers.image.revision": true,
+	"org.opencontainers.image.source":   false,
+	"org.opencontainers.image.licenses": false,
+}
+
+// checkOCILabels checks the LABEL arguments of one runtime stage.
+func checkOCILabels(where, labels string) []error {
+	var p problems
+	for key, stamped := range ociLabels {
+		m := regexp.MustCompile(regexp.QuoteMeta(key) + `=("[^"]*"|\S+)`).FindStringSubmatch(labels)
+		switch {
+		case m == nil:
+			p.addf("%s: no LABEL %s", where, key)
+		case stamped && !strings.Contains(m[1], "${"):
+			p.addf("%s: LABEL %s=%s is not stamped from a build argument", where, key, m[1])
 		}
 	}
 	return p.errs
