@@ -36,6 +36,9 @@ type helmShape struct {
 	productOnly bool
 	// sidecars and envoyFilters: how many Pods with Envoy, EnvoyFilters.
 	sidecars, envoyFilters int
+	// sharedStore: the replicas share the attribution store through a
+	// Redis Service of the render (checkGatewayRedis).
+	sharedStore bool
 }
 
 var helmShapes = []helmShape{
@@ -43,6 +46,7 @@ var helmShapes = []helmShape{
 	{name: "sidecar-full", values: "testdata/helm/sidecar-full.yaml", sidecars: 1},
 	{name: "gateway-full", values: "testdata/helm/gateway-full.yaml", envoyFilters: 1},
 	{name: "gateway-plain", values: "testdata/helm/gateway-plain.yaml"},
+	{name: "gateway-redis", values: "testdata/helm/gateway-redis.yaml", sharedStore: true},
 }
 
 // helmBinary returns bin/helm, or skips the test when it is not built.
@@ -190,6 +194,9 @@ func checkChartRender(s snapshot, r *rendered, sh helmShape, sidecar, envoy map[
 	if len(r.rules) > 0 {
 		p.errs = append(p.errs, checkAlertRules(r.rules, sidecar, envoy)...)
 	}
+	if sh.sharedStore {
+		p.errs = append(p.errs, checkGatewayRedis(r, pods)...)
+	}
 	return p.errs
 }
 
@@ -229,6 +236,13 @@ var brokenCharts = []brokenChart{
 	{name: "alert on a made-up metric", file: "files/prometheusrule.yaml",
 		old: "mcp_extproc_plugin_circuit_open", new: "mcp_extproc_plugin_circuit_opened",
 		want: "metric mcp_extproc_plugin_circuit_opened is exported neither", shape: 1},
+	{name: "Redis password not mounted", file: "templates/_helpers.tpl",
+		old: "    mountPath: /etc/mcp-extproc-redis\n", new: "    mountPath: /etc/redis\n",
+		want: "password_file /etc/mcp-extproc-redis/password is in no volume mounted", shape: 4},
+	{name: "Valkey Service renamed", file: "templates/valkey.yaml",
+		old: "  name: {{ include \"mcp-extproc.fullname\" . }}-valkey\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: valkey\n    app.kubernetes.io/instance: {{ .Release.Name }}\nspec:\n  selector:",
+		new: "  name: {{ include \"mcp-extproc.fullname\" . }}-redis\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: valkey\n    app.kubernetes.io/instance: {{ .Release.Name }}\nspec:\n  selector:",
+		want: "redis address mcp-extproc-valkey:6379 is no Service port", shape: 4},
 }
 
 // testHelmChartBroken proves the checks bite on the chart: each case breaks

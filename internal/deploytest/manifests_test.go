@@ -671,6 +671,21 @@ func mountedFile(r *rendered, pd *pod, c *corev1.Container, file string) ([]byte
 	return nil, fmt.Errorf("%s is not in a mounted ConfigMap volume", file)
 }
 
+// checkConfigFilesMounted checks that the files the config names, which
+// are read in the Pod (not here), lie in a volume mounted into c.
+func checkConfigFilesMounted(cfg *config.Config, c *corev1.Container, where string, p *problems) {
+	r := cfg.Extproc.Attribution.Redis
+	if r == nil || r.PasswordFile == "" {
+		return
+	}
+	for _, m := range c.VolumeMounts {
+		if strings.HasPrefix(r.PasswordFile, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			return
+		}
+	}
+	p.addf("%s: extproc.attribution.redis.password_file %s is in no volume mounted into the container", where, r.PasswordFile)
+}
+
 // checkExtprocContainer checks the extproc container: its config file is
 // mounted and valid, its ports and probes match its flags.
 func checkExtprocContainer(r *rendered, pd *pod, c *corev1.Container, where string, p *problems) *extprocFacts {
@@ -682,10 +697,11 @@ func checkExtprocContainer(r *rendered, pd *pod, c *corev1.Container, where stri
 		p.addf("%s: --config: %v", where, err)
 	} else if slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.SubPath != "" && m.MountPath == cfgPath }) {
 		p.addf("%s: --config %s is mounted with subPath: ConfigMap updates never reach it, so the live reload cannot happen", where, cfgPath)
-	} else if cfg, err := config.Parse(data, nil); err != nil {
+	} else if cfg, err := config.ParseWith(data, nil, config.Options{SkipFiles: true}); err != nil {
 		p.addf("%s: --config %s is not a valid configuration:\n%v", where, cfgPath, err)
 	} else {
 		f.cfg = cfg
+		checkConfigFilesMounted(cfg, c, where, p)
 		if cfg.PluginSettings.Timeout() >= cfg.HookTimeout() {
 			p.addf("%s: plugin_timeout %v must stay below extproc.hook_timeout %v", where, cfg.PluginSettings.Timeout(), cfg.HookTimeout())
 		}

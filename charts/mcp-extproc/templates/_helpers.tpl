@@ -107,8 +107,25 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
   - name: extproc-config
     mountPath: /etc/mcp-extproc
     readOnly: true
+  {{- with .Values.attribution.redisPasswordSecret.name }}
+  - name: redis-password
+    mountPath: /etc/mcp-extproc-redis
+    readOnly: true
+  {{- end }}
   securityContext:
     {{- include "mcp-extproc.securityContext" . | nindent 4 }}
+{{- end -}}
+
+{{/* The Secret holding the Redis password, as a volume, when one is named. */}}
+{{- define "mcp-extproc.redisPasswordVolume" -}}
+{{- with .Values.attribution.redisPasswordSecret.name }}
+- name: redis-password
+  secret:
+    secretName: {{ . }}
+    items:
+    - key: {{ $.Values.attribution.redisPasswordSecret.key }}
+      path: password
+{{- end }}
 {{- end -}}
 
 {{/* Pod-level settings shared by both modes. */}}
