@@ -240,8 +240,8 @@ var brokenCharts = []brokenChart{
 		old: "    mountPath: /etc/mcp-extproc-redis\n", new: "    mountPath: /etc/redis\n",
 		want: "password_file /etc/mcp-extproc-redis/password is in no volume mounted", shape: 4},
 	{name: "Valkey Service renamed", file: "templates/valkey.yaml",
-		old: "  name: {{ include \"mcp-extproc.fullname\" . }}-valkey\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: valkey\n    app.kubernetes.io/instance: {{ .Release.Name }}\nspec:\n  selector:",
-		new: "  name: {{ include \"mcp-extproc.fullname\" . }}-redis\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: valkey\n    app.kubernetes.io/instance: {{ .Release.Name }}\nspec:\n  selector:",
+		old:  "  name: {{ include \"mcp-extproc.fullname\" . }}-valkey\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: valkey\n    app.kubernetes.io/instance: {{ .Release.Name }}\nspec:\n  selector:",
+		new:  "  name: {{ include \"mcp-extproc.fullname\" . }}-redis\n  namespace: {{ .Release.Namespace }}\n  labels:\n    app.kubernetes.io/name: valkey\n    app.kubernetes.io/instance: {{ .Release.Name }}\nspec:\n  selector:",
 		want: "redis address mcp-extproc-valkey:6379 is no Service port", shape: 4},
 }
 
