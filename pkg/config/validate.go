@@ -311,6 +311,7 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 			v.problem("", h.field, "%q is not a valid header name", h.name)
 		}
 	}
+	v.identity(e)
 	for i, h := range e.ForwardHeaders {
 		f := fmt.Sprintf("extproc.forward_headers[%d]", i)
 		switch {
