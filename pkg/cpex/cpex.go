@@ -104,10 +104,26 @@ type ResourcePostFetchPayload struct {
 type GlobalContext struct {
 	RequestID string          `json:"request_id"`
 	User      json.RawMessage `json:"user,omitempty"` // a string or an object
-	TenantID  string          `json:"tenant_id,omitempty"`
-	ServerID  string          `json:"server_id,omitempty"`
-	State     map[string]any  `json:"state"`
-	Metadata  map[string]any  `json:"metadata"`
+	// UserContext is the verified caller, when the sidecar knows one
+	// (extproc.identity). cpex's gRPC proto has no such field.
+	UserContext *UserContext   `json:"user_context,omitempty"`
+	TenantID    string         `json:"tenant_id,omitempty"`
+	ServerID    string         `json:"server_id,omitempty"`
+	State       map[string]any `json:"state"`
+	Metadata    map[string]any `json:"metadata"`
+}
+
+// UserContext is GlobalContext.user_context, as ContextForge fills it after
+// authentication.
+type UserContext struct {
+	UserID     string   `json:"user_id"`
+	Email      string   `json:"email,omitempty"`
+	FullName   string   `json:"full_name,omitempty"`
+	IsAdmin    bool     `json:"is_admin"`
+	Roles      []string `json:"roles,omitempty"`
+	Teams      []string `json:"teams,omitempty"`
+	TeamID     string   `json:"team_id,omitempty"`
+	AuthMethod string   `json:"auth_method,omitempty"`
 }
 
 // PluginContext is the context sent with every invoke_hook and returned by

@@ -22,6 +22,9 @@ import (
 // response headers only when a post hook may apply.
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	method, path, authority, encoding := st.readRequestHeaders(h)
+	if st.snap.Identity != nil && (method == http.MethodPost || method == http.MethodGet) && st.snap.Settings.IsMCPPath(path) {
+		st.resolveIdentity(h)
+	}
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
 		return st.otherRequest(method, path, authority)
 	}

@@ -72,7 +72,10 @@ type stream struct {
 	logBodies   bool
 	logHeaders  []string // request headers for --log-bodies, sensitive ones redacted
 	global      cpex.GlobalContext
-	forwarded   map[string]string // request headers forwarded to the pre hooks that carry headers
+	// envoyContext is what Envoy sent beside the request headers: dynamic
+	// metadata and attributes, read by resolveIdentity (identity.go).
+	envoyContext *extprocv3.ProcessingRequest
+	forwarded    map[string]string // request headers forwarded to the pre hooks that carry headers
 
 	// pending are the requests of this stream whose response a post hook
 	// applies to, by raw JSON-RPC id.
