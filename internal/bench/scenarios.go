@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "identity"}
 }
 
 // runner holds the settings of one Run.
@@ -88,6 +88,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"allocs":      r.allocs,
 		"transports":  r.transportsScenario,
 		"replicas":    r.replicas,
+		"identity":    r.identityScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {
