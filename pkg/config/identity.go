@@ -170,14 +170,14 @@ func (v *validator) identity(e *Extproc) {
 		{"extproc.user_header", e.UserHeader},
 		{"extproc.tenant_header", e.TenantHeader},
 	}
+	if e.ServerHeader != "" {
+		v.warn("", "extproc.server_header", "server_id from request header %q, which any client can send unless Envoy removes it first", e.ServerHeader)
+	}
 	if e.Identity == nil {
 		for _, h := range legacy {
 			if h.name != "" {
 				v.warn("", h.field, "identity from request header %q, which any client can send: nothing tells it from one Envoy set; declare the source in extproc.identity.sources (docs/identity.md)", h.name)
 			}
-		}
-		if e.ServerHeader != "" {
-			v.warn("", "extproc.server_header", "server_id from request header %q, which any client can send unless Envoy removes it first", e.ServerHeader)
 		}
 		return
 	}

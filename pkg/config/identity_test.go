@@ -21,7 +21,9 @@ func TestIdentityConfig(t *testing.T) {
       - headers: {set_by_envoy: true, user: X-User, tenant: x-tenant-id}
 `},
 		{name: "legacy warns", yaml: "  user_header: x-user\n  tenant_header: x-tenant\n  server_header: x-server\n",
-			warnings: []string{"extproc.user_header: identity from request header \"x-user\"", "extproc.tenant_header", "extproc.server_header"}},
+			warnings: []string{"extproc.server_header", "extproc.user_header: identity from request header \"x-user\"", "extproc.tenant_header"}},
+		{name: "server header beside identity warns", yaml: "  server_header: x-server\n  identity:\n    sources:\n      - jwt_metadata: {key: p}\n",
+			warnings: []string{"extproc.server_header: server_id from request header \"x-server\""}},
 		{name: "legacy with identity", yaml: "  user_header: x-user\n  server_header: x-server\n  identity:\n    sources:\n      - jwt_metadata: {key: p}\n",
 			problems: []string{"extproc.user_header: not used with extproc.identity"}},
 		{name: "no sources", yaml: "  identity: {sources: []}\n", problems: []string{"extproc.identity.sources: required"}},

@@ -165,3 +165,44 @@ func userObject(id, email string) []byte {
 	}
 	return []byte(`{"id":"` + id + `","email":"` + email + `","is_admin":false}`)
 }
+
+// TestIdentityFromEnvoyHeaders: a headers source declared set by Envoy is
+// believed once, never when the header comes twice (which copy did Envoy
+// set?), and never over a verified JWT listed before it.
+func TestIdentityFromEnvoyHeaders(t *testing.T) {
+	watcher := plugintest.NewScripted("watcher")
+	spoofed := plugintest.NewScripted("spoofed")
+	acme := plugintest.NewScripted("acme")
+	h := newHarness(t, identityPlugins+`
+extproc:
+  identity:
+    sources:
+      - jwt_metadata: {key: jwt_payload}
+      - headers: {set_by_envoy: true, user: x-user, tenant: x-tenant-id}
+`, watcher, spoofed, acme)
+	h.filter.Forwarding = forwarding
+	up := jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`)
+	for _, tc := range []struct {
+		name         string
+		headers      []string
+		info         envoytest.StreamInfo
+		user, tenant string
+	}{
+		{name: "set by Envoy", headers: []string{"X-User", "bob", "X-Tenant-Id", "acme"}, user: "bob", tenant: "acme"},
+		{name: "sent twice", headers: []string{"X-User", "bob", "X-User", "mallory"}},
+		{name: "JWT first", headers: []string{"X-User", "bob", "X-Tenant-Id", "acme"},
+			info: envoytest.StreamInfo{DynamicMetadata: verifiedJWT(t, map[string]any{"sub": "alice"})}, user: "alice"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			watcher.Reset()
+			req := mcpPost(echoCall, tc.headers...)
+			req.Info = tc.info
+			h.do(req, up)
+			calls := watcher.Calls()
+			if len(calls) == 0 {
+				t.Fatal("watcher not called")
+			}
+			checkIdentity(t, calls[0].Hook, calls[0].Context.GlobalContext, tc.user, tc.tenant, false)
+		})
+	}
+}
