@@ -40,6 +40,13 @@ const (
 	ResourcePostFetch HookType = "resource_post_fetch"
 )
 
+// The HTTP-level hooks (docs/identity.md): run at the request headers of
+// MCP requests, before the MCP hooks.
+const (
+	HTTPPreRequest      HookType = "http_pre_request"
+	HTTPAuthResolveUser HookType = "http_auth_resolve_user"
+)
+
 // MCPHooks lists the hooks this project dispatches, in request/response pairs.
 var MCPHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke,
@@ -53,11 +60,47 @@ func KnownHook(h HookType) bool {
 	switch h {
 	case ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
 		ResourcePreFetch, ResourcePostFetch,
-		"http_pre_request", "http_post_request", "http_auth_resolve_user",
+		HTTPPreRequest, "http_post_request", HTTPAuthResolveUser,
 		"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke":
 		return true
 	}
 	return false
+}
+
+// HTTPPreRequestPayload is the payload of http_pre_request. Headers is
+// required (an empty object when there are none); its modified_payload is a
+// header map, set over the request's headers.
+type HTTPPreRequestPayload struct {
+	Path       string            `json:"path"`
+	Method     string            `json:"method"`
+	Headers    map[string]string `json:"headers"`
+	ClientHost string            `json:"client_host,omitempty"`
+	ClientPort int               `json:"client_port,omitempty"`
+}
+
+// HTTPCredentials are the scheme and value of an Authorization header.
+type HTTPCredentials struct {
+	Scheme      string `json:"scheme"`
+	Credentials string `json:"credentials"`
+}
+
+// HTTPAuthResolveUserPayload is the payload of http_auth_resolve_user. Its
+// modified_payload is the user (an object: ContextForge reads email,
+// full_name, is_admin, is_active).
+type HTTPAuthResolveUserPayload struct {
+	Headers     map[string]string `json:"headers"`
+	Credentials *HTTPCredentials  `json:"credentials"`
+	ClientHost  string            `json:"client_host,omitempty"`
+	ClientPort  int               `json:"client_port,omitempty"`
+}
+
+// ResolvedUser is the part of an http_auth_resolve_user result the sidecar
+// reads. IsActive nil means true.
+type ResolvedUser struct {
+	Email    string `json:"email"`
+	FullName string `json:"full_name"`
+	IsAdmin  bool   `json:"is_admin"`
+	IsActive *bool  `json:"is_active"`
 }
 
 // ToolPreInvokePayload is the payload of tool_pre_invoke.
