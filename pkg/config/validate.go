@@ -82,8 +82,8 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		switch {
 		case !cpex.KnownHook(h):
 			v.problem(label, f, "unknown hook %q", h)
-		case !slices.Contains(cpex.MCPHooks[:], h):
-			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt and resource hooks do)", h)
+		case !slices.Contains(cpex.MCPHooks[:], h) && h != cpex.HTTPPreRequest && h != cpex.HTTPAuthResolveUser:
+			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt, resource, http_pre_request and http_auth_resolve_user hooks do)", h)
 		}
 	}
 	if p.Mode != "" {

@@ -24,9 +24,9 @@ func (id *Identity) Apply(g *cpex.GlobalContext) {
 		return
 	}
 	// Marshalling a struct of strings cannot fail.
-	g.User, _ = json.Marshal(userObject{ID: id.User, Email: id.Email, FullName: id.Name})
+	g.User, _ = json.Marshal(userObject{ID: id.User, Email: id.Email, FullName: id.Name, IsAdmin: id.IsAdmin})
 	g.UserContext = &cpex.UserContext{
-		UserID: id.User, Email: id.Email, FullName: id.Name,
+		UserID: id.User, Email: id.Email, FullName: id.Name, IsAdmin: id.IsAdmin,
 		Roles: id.Roles, Teams: id.Teams, TeamID: id.Tenant, AuthMethod: id.Source,
 	}
 }

@@ -37,6 +37,9 @@ const (
 	SourceJWT     = "jwt"
 	SourcePeer    = "mtls"
 	SourceHeaders = "envoy_header"
+	// SourcePlugin: a plugin's http_auth_resolve_user hook (the processor
+	// runs it; the Resolver does not).
+	SourcePlugin = "plugin"
 )
 
 // AttributesKey is the key of ProcessingRequest.attributes under which
@@ -53,7 +56,13 @@ type Identity struct {
 	Tenant string
 	Roles  []string
 	Teams  []string
+	// IsAdmin is what a resolve hook said (is_admin); no other source sets it.
+	IsAdmin bool
 }
+
+// Verified reports whether id comes from what Envoy verified (a JWT, the
+// mTLS peer), as opposed to headers or a plugin.
+func (id *Identity) Verified() bool { return id.Source == SourceJWT || id.Source == SourcePeer }
 
 // Request is what Envoy sent with the request headers. Any field may be
 // nil.

@@ -26,14 +26,7 @@ func (st *stream) requestHeadersMessage(r *extprocv3.ProcessingRequest) *extproc
 // resolveIdentity sets the plugin context's identity from the configured
 // sources, or clears it when none answers.
 func (st *stream) resolveIdentity(h *extprocv3.HttpHeaders) {
-	req := identity.Request{
-		Metadata:   st.envoyContext.GetMetadataContext().GetFilterMetadata(),
-		Attributes: st.envoyContext.GetAttributes()[identity.AttributesKey],
-		Header: func(name string) (string, bool) {
-			return singleHeader(h, name)
-		},
-	}
-	id, ok := st.snap.Identity.Resolve(&req)
+	id, ok := st.snap.Identity.Resolve(st.identityRequest(h))
 	if !ok {
 		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
 		return
@@ -52,4 +45,15 @@ func singleHeader(h *extprocv3.HttpHeaders, name string) (string, bool) {
 		}
 	}
 	return v, n == 1
+}
+
+// identityRequest is what the identity sources read from this request.
+func (st *stream) identityRequest(h *extprocv3.HttpHeaders) *identity.Request {
+	return &identity.Request{
+		Metadata:   st.envoyContext.GetMetadataContext().GetFilterMetadata(),
+		Attributes: st.envoyContext.GetAttributes()[identity.AttributesKey],
+		Header: func(name string) (string, bool) {
+			return singleHeader(h, name)
+		},
+	}
 }

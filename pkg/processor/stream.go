@@ -75,7 +75,11 @@ type stream struct {
 	// envoyContext is what Envoy sent beside the request headers: dynamic
 	// metadata and attributes, read by resolveIdentity (identity.go).
 	envoyContext *extprocv3.ProcessingRequest
-	forwarded    map[string]string // request headers forwarded to the pre hooks that carry headers
+	// headerSets are the request headers http_pre_request set; httpRefusal
+	// its refusal of a POST, answered at the body (httphooks.go).
+	headerSets  map[string]string
+	httpRefusal *refusal
+	forwarded   map[string]string // request headers forwarded to the pre hooks that carry headers
 
 	// pending are the requests of this stream whose response a post hook
 	// applies to, by raw JSON-RPC id.
