@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -70,5 +72,76 @@ func TestResolveUserIsAResult(t *testing.T) {
 	f.set("second", modifyH(`"bob"`))
 	if out = e.Run(context.Background(), cpex.HTTPAuthResolveUser, json.RawMessage(payload), nil, Target{}); !errors.Is(out.Err, ErrInvalidPayload) {
 		t.Errorf("a non-object user: %+v", out)
+	}
+}
+
+// recorded returns a handler answering with a recorded cpex reply.
+func recorded(t *testing.T, name string) handler {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "cpex-http", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reply cpex.InvokeHookReply
+	if err := json.Unmarshal(raw, &reply); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return func(context.Context, json.RawMessage, *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		r := reply
+		return &r, nil
+	}
+}
+
+// TestRecordedHTTPAnswers runs the answers of the real cpex 0.1.3 server
+// through the chain.
+func TestRecordedHTTPAnswers(t *testing.T) {
+	pre := `{"path":"/mcp","method":"POST","client_host":"10.0.0.1","client_port":5555,"headers":{"content-type":"application/json","x-remove-me":"bye","authorization":"Bearer good-token","x-keep":"k"}}`
+	auth := `{"credentials":{"scheme":"Bearer","credentials":"good-token"},"headers":{"authorization":"Bearer good-token"}}`
+	for _, tc := range []struct {
+		file    string
+		hook    cpex.HookType
+		payload string
+		check   func(t *testing.T, out Outcome, rc *RequestContext)
+	}{
+		{"pre_request.json", cpex.HTTPPreRequest, pre, func(t *testing.T, out Outcome, rc *RequestContext) {
+			// Set, never removed: x-remove-me stays, x-added comes.
+			want := `{"path":"/mcp","method":"POST","client_host":"10.0.0.1","client_port":5555,"headers":{"content-type":"application/json","x-remove-me":"bye","authorization":"Bearer good-token","x-keep":"k","x-added":"1"}}`
+			if !out.Modified || !jsonEqual(out.Payload, json.RawMessage(want)) {
+				t.Errorf("payload %s", out.Payload)
+			}
+			if rc.Global.State["seen_pre"] != true {
+				t.Errorf("global state %v, want seen_pre carried", rc.Global.State)
+			}
+		}},
+		{"pre_request_block.json", cpex.HTTPPreRequest, pre, func(t *testing.T, out Outcome, _ *RequestContext) {
+			v := out.Violation
+			if v == nil || v.Code != "BLOCKED_HEADER" || v.HTTPStatusCode == nil || *v.HTTPStatusCode != 403 || v.HTTPHeaders["x-blocked-by"] != "hooks" {
+				t.Errorf("violation %+v", v)
+			}
+		}},
+		{"resolve_user.json", cpex.HTTPAuthResolveUser, auth, func(t *testing.T, out Outcome, _ *RequestContext) {
+			var u cpex.ResolvedUser
+			if err := json.Unmarshal(out.Payload, &u); err != nil || u.Email != "alice@example.com" || u.FullName != "Alice" || u.IsActive == nil || !*u.IsActive {
+				t.Errorf("user %s (%v)", out.Payload, err)
+			}
+		}},
+		{"resolve_user_bad_token.json", cpex.HTTPAuthResolveUser, auth, func(t *testing.T, out Outcome, _ *RequestContext) {
+			if v := out.Violation; v == nil || v.Code != "INVALID_TOKEN" || *v.HTTPStatusCode != 401 || v.HTTPHeaders["WWW-Authenticate"] != "Bearer" {
+				t.Errorf("violation %+v", v)
+			}
+		}},
+		{"validation_error.json", cpex.HTTPPreRequest, pre, func(t *testing.T, out Outcome, _ *RequestContext) {
+			if out.Err == nil || out.Violation != nil || out.Modified {
+				t.Errorf("outcome %+v, want a plugin error under on_error fail", out)
+			}
+		}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			f := newFake(plug("HooksPlugin", config.ModeSequential, 1, tc.hook))
+			f.set("HooksPlugin", recorded(t, tc.file))
+			e := newExec(t, f, Options{})
+			rc := NewRequestContext(cpex.GlobalContext{RequestID: "r1"})
+			tc.check(t, e.Run(context.Background(), tc.hook, json.RawMessage(tc.payload), rc, Target{}), rc)
+		})
 	}
 }
