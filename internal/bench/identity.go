@@ -86,7 +86,18 @@ func (r *runner) identityScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	r.identityTable(cmp, msgs)
+	p50 := cmp.Ratio(0, 1, MetricP50)
+	r.rep.Checks = append(r.rep.Checks, Check{Name: "identity from metadata p50 / today's tool call", Ratio: p50, Target: IdentityTarget})
+	resolve, err := r.resolveHookRow(ctx, &cl, ps.URL, today)
+	if err != nil {
+		return fmt.Errorf("resolve hook: %w", err)
+	}
+	ms := fmt.Sprintf("%d/%d", msgs[0], msgs[1])
+	r.identityTable([]identityRow{
+		{name: "identity from metadata", cmp: cmp, a: 0, b: 1, msgs: ms},
+		{name: "identity from metadata, vs today's sidecar sent the same metadata", cmp: cmp, a: 0, b: 2, msgs: ms},
+		resolve,
+	})
 	return nil
 }
 
@@ -104,21 +115,30 @@ func jwtMetadata() (*corev3.Metadata, error) {
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": ns}}, nil
 }
 
-func (r *runner) identityTable(cmp *Comparison, msgs []int) {
-	a, b, c := cmp.Median(0), cmp.Median(1), cmp.Median(2)
-	p50, p99 := cmp.Ratio(0, 1, MetricP50), cmp.Ratio(0, 1, MetricP99)
-	m50, m99 := cmp.Ratio(0, 2, MetricP50), cmp.Ratio(0, 2, MetricP99)
-	r.rep.Tables = append(r.rep.Tables, Table{
-		Title: "9. Identity from metadata: tools/call echo with one plugin, the caller from a verified JWT in Envoy's metadata vs today's tool call",
-		Header: []string{"row", "msgs id/today", "identity p50", "p99", "today p50", "p99", "today+metadata p50", "p99",
-			"p50 / today", "p99 / today", "p50 / today+md", "p99 / today+md", "allocs/op id", "today", "today+md"},
-		Rows: [][]string{{"identity from metadata", fmt.Sprintf("%d/%d", msgs[0], msgs[1]), dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99),
-			dur(c.P50), dur(c.P99), ratio(p50), ratio(p99), ratio(m50), ratio(m99),
-			count(a.AllocsPerOp), count(b.AllocsPerOp), count(c.AllocsPerOp)}},
+// identityRow is one comparison of the identity scenario: target a
+// against baseline b of cmp.
+type identityRow struct {
+	name string
+	cmp  *Comparison
+	a, b int
+	msgs string
+}
+
+func (r *runner) identityTable(rows []identityRow) {
+	t := Table{
+		Title:  "9. Identity: tools/call echo with one enforcing plugin, the caller from a verified JWT in Envoy's metadata, or from a resolve hook",
+		Header: []string{"row", "msgs", "sidecar p50", "p99", "baseline p50", "p99", "p50 / baseline", "p99 / baseline", "allocs/op sidecar", "baseline"},
 		Notes: []string{
-			"identity: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every request-headers message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn, which the sidecar turns into user, user_context and tenant_id for the plugin. today: no identity configured, no metadata sent. Same plugin server, same rounds.",
+			"identity from metadata: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every request-headers message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn. Baseline: today's tool call (no identity configured, no metadata sent); second row: today's sidecar sent the same metadata, which it ignores, so its ratio is the sidecar's own identity work and the gap between the two baselines is what forwarding the metadata costs the transport (encoded in the bench driver, i.e. Envoy's share, and decoded by gRPC in the sidecar).",
+			"resolve hook: a second plugin with http_auth_resolve_user answering a user, called at the request headers; baseline: today's tool call followed by the same invoke_hook made directly (one more plugin round trip, nothing else).",
 		},
-	})
-	r.rep.Checks = append(r.rep.Checks, Check{Name: "identity from metadata p50 / today's tool call", Ratio: p50, Target: IdentityTarget})
-	r.logf("identity: msgs %v, p50 %s vs %s (%.3f), p99 %.3f", msgs, dur(a.P50), dur(b.P50), p50, p99)
+	}
+	for _, row := range rows {
+		a, b := row.cmp.Median(row.a), row.cmp.Median(row.b)
+		p50, p99 := row.cmp.Ratio(row.a, row.b, MetricP50), row.cmp.Ratio(row.a, row.b, MetricP99)
+		t.Rows = append(t.Rows, []string{row.name, row.msgs, dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), ratio(p50), ratio(p99),
+			count(a.AllocsPerOp), count(b.AllocsPerOp)})
+		r.logf("identity: %s: p50 %s vs %s (%.3f), p99 %.3f", row.name, dur(a.P50), dur(b.P50), p50, p99)
+	}
+	r.rep.Tables = append(r.rep.Tables, t)
 }
