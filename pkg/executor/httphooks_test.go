@@ -145,3 +145,18 @@ func TestRecordedHTTPAnswers(t *testing.T) {
 		})
 	}
 }
+
+func TestRequestContextClone(t *testing.T) {
+	rc := NewRequestContext(cpex.GlobalContext{RequestID: "r"})
+	rc.Global.State["a"] = 1
+	rc.carry("p", config.ModeSequential, &cpex.PluginContext{State: map[string]any{"x": 1}})
+	c := rc.Clone()
+	c.Global.State["b"] = 2
+	c.carry("p", config.ModeSequential, &cpex.PluginContext{State: map[string]any{"x": 2}})
+	if _, ok := rc.Global.State["b"]; ok || rc.PluginContext("p").State["x"] != 1 {
+		t.Errorf("the clone changed the original: %v, %v", rc.Global.State, rc.PluginContext("p").State)
+	}
+	if c.Global.State["a"] != 1 || c.PluginContext("p").State["x"] != 2 || c.Global.RequestID != "r" {
+		t.Errorf("clone: %v %v", c.Global, c.PluginContext("p").State)
+	}
+}

@@ -46,8 +46,9 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	}
 	st.ensureContext()
 	headers := requestHeaderMap(h)
+	rc := executor.NewRequestContext(st.global)
 	if pre {
-		if refused := st.preRequest(h, method, path, headers); refused != nil {
+		if refused := st.preRequest(h, method, path, headers, rc); refused != nil {
 			return refused
 		}
 		if st.httpRefusal != nil {
@@ -56,7 +57,7 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	}
 	id, ok := st.verifiedOrHeaders(h)
 	if auth && !(ok && id.Verified()) {
-		user, refused := st.resolveUser(headers)
+		user, refused := st.resolveUser(headers, rc)
 		if refused != nil {
 			return refused
 		}
@@ -70,7 +71,21 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	case st.snap.Identity != nil:
 		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
 	}
+	// What the HTTP hooks' plugins kept in their context reaches the MCP
+	// hooks of the request, with the identity now known.
+	rc.Global.User, rc.Global.UserContext, rc.Global.TenantID = st.global.User, st.global.UserContext, st.global.TenantID
+	st.httpContext = rc
 	return nil
+}
+
+// requestContext returns the plugin context for one message's hooks: a
+// copy of the HTTP hooks' context when they ran (so each message of a
+// batch starts from it, never from another message's), else a fresh one.
+func (st *stream) requestContext() *executor.RequestContext {
+	if st.httpContext != nil {
+		return st.httpContext.Clone()
+	}
+	return executor.NewRequestContext(st.global)
 }
 
 // verifiedOrHeaders resolves the configured sources, if any.
@@ -104,13 +119,13 @@ func requestHeaderMap(h *extprocv3.HttpHeaders) map[string]string {
 
 // preRequest runs http_pre_request and keeps the headers to set; headers
 // gets them too, so http_auth_resolve_user sees the new values.
-func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, headers map[string]string) *extprocv3.ProcessingResponse {
+func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, headers map[string]string, rc *executor.RequestContext) *extprocv3.ProcessingResponse {
 	p, _, _ := strings.Cut(path, "?")
 	payload, err := json.Marshal(cpex.HTTPPreRequestPayload{Path: p, Method: method, Headers: headers})
 	if err != nil {
 		return internalError(st, "http_pre_request payload: "+err.Error())
 	}
-	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPPreRequest, payload, executor.NewRequestContext(st.global), executor.Target{})
+	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPPreRequest, payload, rc, executor.Target{})
 	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPPreRequest); blocked {
 		if out.Violation != nil && out.Violation.HTTPStatusCode == nil {
 			r.status = http.StatusForbidden
@@ -221,7 +236,7 @@ func (st *stream) refuseAtHeaders(r refusal) *extprocv3.ProcessingResponse {
 
 // resolveUser runs http_auth_resolve_user; it returns the user, or nil
 // when no plugin named one, or the reply refusing the request.
-func (st *stream) resolveUser(headers map[string]string) (*identity.Identity, *extprocv3.ProcessingResponse) {
+func (st *stream) resolveUser(headers map[string]string, rc *executor.RequestContext) (*identity.Identity, *extprocv3.ProcessingResponse) {
 	p := cpex.HTTPAuthResolveUserPayload{Headers: headers}
 	if scheme, cred, ok := strings.Cut(headers["authorization"], " "); ok && scheme != "" {
 		p.Credentials = &cpex.HTTPCredentials{Scheme: scheme, Credentials: strings.TrimSpace(cred)}
@@ -230,7 +245,7 @@ func (st *stream) resolveUser(headers map[string]string) (*identity.Identity, *e
 	if err != nil {
 		return nil, internalError(st, "http_auth_resolve_user payload: "+err.Error())
 	}
-	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPAuthResolveUser, payload, executor.NewRequestContext(st.global), executor.Target{})
+	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPAuthResolveUser, payload, rc, executor.Target{})
 	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPAuthResolveUser); blocked {
 		if out.Violation != nil {
 			r.status = http.StatusUnauthorized

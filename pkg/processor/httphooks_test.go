@@ -160,3 +160,57 @@ func TestResolveHookAfterVerifiedSources(t *testing.T) {
 		t.Errorf("user_context %+v", uc)
 	}
 }
+
+// TestHTTPStateReachesToolHooks: what a plugin keeps in its context in
+// http_pre_request (its own state, the global state) is there in
+// tool_pre_invoke of the same request, with the identity resolved after it;
+// each message of a batch starts from it.
+func TestHTTPStateReachesToolHooks(t *testing.T) {
+	keeper := plugintest.NewScripted("keeper", cpex.HTTPPreRequest, cpex.ToolPreInvoke)
+	keeper.SetFunc(func(_ context.Context, hook cpex.HookType, _ json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		if hook != cpex.HTTPPreRequest {
+			return pluginserver.Continue("keeper"), nil
+		}
+		reply := pluginserver.Continue("keeper")
+		g := pctx.GlobalContext
+		g.State = map[string]any{"seen_pre": true}
+		reply.Context = &cpex.PluginContext{State: map[string]any{"pre_path": "/mcp"}, Metadata: map[string]any{}, GlobalContext: g}
+		return reply, nil
+	})
+	h := newHarness(t, `
+plugins:
+  - name: keeper
+    kind: external
+    hooks: [http_pre_request, tool_pre_invoke]
+    mcp: {proto: STREAMABLEHTTP, url: "${PLUGIN_URL}"}
+plugin_settings:
+  plugin_timeout: 5
+extproc:
+  identity:
+    sources:
+      - jwt_metadata: {key: jwt_payload}
+`, keeper)
+	h.filter.Forwarding = forwarding
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{}}}]`
+	req := mcpPost(batch)
+	req.Info = envoytest.StreamInfo{DynamicMetadata: verifiedJWT(t, map[string]any{"sub": "alice"})}
+	h.do(req, jsonUpstream(http.StatusOK, `[{"jsonrpc":"2.0","id":1,"result":{}},{"jsonrpc":"2.0","id":2,"result":{}}]`))
+	var tools int
+	for _, c := range keeper.Calls() {
+		if c.Hook != cpex.ToolPreInvoke {
+			continue
+		}
+		tools++
+		pc := c.Context
+		if pc.State["pre_path"] != "/mcp" || pc.GlobalContext.State["seen_pre"] != true {
+			t.Errorf("tool_pre_invoke context: state %v, global state %v", pc.State, pc.GlobalContext.State)
+		}
+		if uc := pc.GlobalContext.UserContext; uc == nil || uc.UserID != "alice" {
+			t.Errorf("tool_pre_invoke user_context %+v", uc)
+		}
+	}
+	if tools != 2 {
+		t.Errorf("%d tool_pre_invoke calls, want 2", tools)
+	}
+}

@@ -79,6 +79,9 @@ type stream struct {
 	// its refusal of a POST, answered at the body (httphooks.go).
 	headerSets  map[string]string
 	httpRefusal *refusal
+	// httpContext is the plugin context the HTTP hooks left, copied into
+	// each message's hooks (requestContext).
+	httpContext *executor.RequestContext
 	forwarded   map[string]string // request headers forwarded to the pre hooks that carry headers
 
 	// pending are the requests of this stream whose response a post hook
