@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver/policy"
 )
 
 // httpPlugins: "gate" has the two HTTP hooks, "watcher" records what
@@ -212,5 +213,38 @@ extproc:
 	}
 	if tools != 2 {
 		t.Errorf("%d tool_pre_invoke calls, want 2", tools)
+	}
+}
+
+// TestTokenCheckPlugin: the example plugin's token check, through the
+// sidecar: a denied and an allowed caller.
+func TestTokenCheckPlugin(t *testing.T) {
+	tc, err := policy.NewTokenCheck("", map[string]string{"s3cret-token": "alice@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watcher := plugintest.NewScripted("watcher", cpex.ToolPreInvoke)
+	h := newHarness(t, `
+plugins:
+  - name: TokenCheck
+    kind: external
+    mcp: {proto: STREAMABLEHTTP, url: "${PLUGIN_URL}"}
+  - name: watcher
+    kind: external
+    hooks: [tool_pre_invoke]
+    mcp: {proto: STREAMABLEHTTP, url: "${PLUGIN_URL}"}
+plugin_settings:
+  plugin_timeout: 5
+`, tc, watcher)
+	up := jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`)
+	if res := h.do(mcpPost(echoCall, "Authorization", "Bearer guess"), up); res.Status != http.StatusUnauthorized {
+		t.Errorf("denied caller: status %d %s", res.Status, res.Body)
+	}
+	if res := h.do(mcpPost(echoCall, "Authorization", "Bearer s3cret-token"), up); res.Status != http.StatusOK || res.Immediate {
+		t.Fatalf("allowed caller: status %d %s", res.Status, res.Body)
+	}
+	calls := watcher.Calls()
+	if len(calls) != 1 || calls[0].Context.GlobalContext.UserContext == nil || calls[0].Context.GlobalContext.UserContext.Email != "alice@example.com" {
+		t.Errorf("watcher calls %+v", calls)
 	}
 }
