@@ -30,7 +30,7 @@ FUZZMINIMIZE ?= 200x
 # reads bytes from a client, a server or a plugin. Seed corpora live in each
 # package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper (a duration is fine by hand).
 FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse ./pkg/processor:FuzzRequestBody ./pkg/processor:FuzzForeignResponses \
-	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand \
+	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand ./pkg/config:FuzzParseClaimPath \
 	./pkg/pluginclient/mcpconn:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
 	./pkg/attribution:FuzzOps ./pkg/attribution/redisstore:FuzzKeys ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
 	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON

@@ -12,7 +12,13 @@
 //	               [--mode sequential] [--priority 50]
 //	               [--json-response] [--stateless] [--log-level info]
 //	               [--grpc-addr HOST:PORT|unix:///PATH] [--unix-socket PATH]
+//	               [--token TOKEN=EMAIL]...
 //	example-plugin --policy FILE [--addr :8000] ...
+//
+// Each --token adds the TokenCheck plugin (http_auth_resolve_user): a
+// request with a known bearer token is that e-mail's, an unknown one is
+// refused with 401, one without a bearer token is left to the other
+// identity sources.
 //
 // With flags, every --name (default ExamplePolicy) is served as a plugin
 // with the same rules. With --policy, the YAML or JSON file lists the
@@ -70,7 +76,7 @@ func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 type options struct {
 	addr, path, policyFile, mode, logLevel string
 	grpcAddr, unixSocket                   string
-	names, deny, redact                    listFlag
+	names, deny, redact, tokens            listFlag
 	priority                               int
 	jsonResponse, stateless                bool
 }
@@ -89,6 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.priority, "priority", policy.DefaultPriority, "priority reported by get_plugin_config (lower runs first)")
 	fs.BoolVar(&o.jsonResponse, "json-response", false, "answer with application/json instead of SSE")
 	fs.BoolVar(&o.stateless, "stateless", false, "keep no MCP sessions (MCP 2026-07-28; older clients served without a session)")
+	fs.Var(&o.tokens, "token", "TOKEN=EMAIL: also serve the "+policy.DefaultTokenCheckName+" plugin (http_auth_resolve_user), which knows this bearer token (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", "", "also serve cpex gRPC on host:port, or on unix:///abs/path.sock")
 	fs.StringVar(&o.unixSocket, "unix-socket", "", "also serve cpex's Unix-socket transport on this absolute path")
@@ -135,6 +142,26 @@ func (o *options) configs() ([]policy.Config, error) {
 	return cfgs, nil
 }
 
+// tokenCheck returns the token-check plugin when --token was given.
+func (o *options) tokenCheck() ([]pluginserver.Plugin, error) {
+	if len(o.tokens) == 0 {
+		return nil, nil
+	}
+	tokens := map[string]string{}
+	for _, t := range o.tokens {
+		tok, email, ok := strings.Cut(t, "=")
+		if !ok || tok == "" || email == "" {
+			return nil, errors.New("--token wants TOKEN=EMAIL")
+		}
+		tokens[tok] = email
+	}
+	p, err := policy.NewTokenCheck("", tokens)
+	if err != nil {
+		return nil, err
+	}
+	return []pluginserver.Plugin{p}, nil
+}
+
 // run serves until ctx ends. ready, if set, is called with the listening
 // address once the server accepts connections.
 func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr string)) error {
@@ -152,7 +179,11 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	if err != nil {
 		return err
 	}
-	ps, err := policy.NewServer(cfgs, &pluginserver.Options{JSONResponse: o.jsonResponse, Stateless: o.stateless, Logger: &log})
+	extraPlugins, err := o.tokenCheck()
+	if err != nil {
+		return err
+	}
+	ps, err := policy.NewServer(cfgs, &pluginserver.Options{JSONResponse: o.jsonResponse, Stateless: o.stateless, Logger: &log}, extraPlugins...)
 	if err != nil {
 		return err
 	}

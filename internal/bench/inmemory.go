@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
@@ -55,7 +56,11 @@ func NewProcessor(ctx context.Context, configYAML string, connect bool) (*Proces
 		Logger:      log,
 		IsDown:      func(err error) bool { return errors.Is(err, pluginclient.ErrPluginDown) },
 	})
-	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: p.exec}
+	ident, err := identity.New(cfg.Extproc.Identity)
+	if err != nil {
+		return nil, errors.Join(err, p.Close())
+	}
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: p.exec, Identity: ident}
 	p.Server = processor.New(processor.Options{Logger: log, Snapshot: func() *processor.Snapshot { return snap }})
 	return p, nil
 }

@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity"}
 }
 
 // runner holds the settings of one Run.
@@ -89,6 +89,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"transports":  r.transportsScenario,
 		"replicas":    r.replicas,
 		"attribution": r.attributionScenario,
+		"identity":    r.identityScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {

@@ -145,6 +145,7 @@ type extProcLimits struct {
 	hookTimeout  time.Duration
 	maxBodyBytes int64
 	isMCPPath    func(string) bool
+	identity     *config.Identity // what Envoy must forward (identity_test.go)
 }
 
 func limitsOf(cfg *config.Config) extProcLimits {
@@ -152,6 +153,7 @@ func limitsOf(cfg *config.Config) extProcLimits {
 		hookTimeout:  cfg.HookTimeout(),
 		maxBodyBytes: cfg.Extproc.MaxBodyBytes,
 		isMCPPath:    cfg.Extproc.IsMCPPath,
+		identity:     cfg.Extproc.Identity,
 	}
 }
 
@@ -371,6 +373,11 @@ func checkBootstrap(data []byte, lim extProcLimits) (bootstrapFacts, []error) {
 		var epErrs []error
 		msgTimeout, extprocCluster, epErrs = checkExtProc(ep, lim)
 		errs = append(errs, epErrs...)
+		if removed, err := removedBefore(h); err != nil {
+			bad("listener %s: %v", l.GetName(), err)
+		} else {
+			errs = append(errs, checkIdentityForwarding(ep, removed, lim.identity)...)
+		}
 
 		limit := uint64(defaultBufferSize)
 		if v := l.GetPerConnectionBufferLimitBytes(); v != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"path"
@@ -1015,6 +1016,8 @@ func checkEnvoyFilter(r *rendered, ef *envoyFilter, ex *extprocFacts, p *problem
 		p.addf("%s: no workloadSelector: it would patch every proxy in its namespace", where)
 	}
 	var filterCluster string
+	var filter *extprocv3.ExternalProcessor
+	removed := map[string]bool{} // by header_mutation patches (identity_test.go)
 	clusters := map[string]*envoyConfigPatch{}
 	nFilters := 0
 	for i := range ef.Spec.ConfigPatches {
@@ -1022,6 +1025,11 @@ func checkEnvoyFilter(r *rendered, ef *envoyFilter, ex *extprocFacts, p *problem
 		pw := fmt.Sprintf("%s: configPatches[%d]", where, i)
 		switch cp.ApplyTo {
 		case "HTTP_FILTER":
+			if rm, ok, err := istioRemovedHeaders(cp); ok {
+				p.add(pw, err)
+				maps.Copy(removed, rm)
+				continue
+			}
 			nFilters++
 			m := cp.Match
 			if m == nil || m.Context != "GATEWAY" || m.Listener == nil || m.Listener.FilterChain == nil ||
@@ -1048,7 +1056,7 @@ func checkEnvoyFilter(r *rendered, ef *envoyFilter, ex *extprocFacts, p *problem
 			}
 			_, cl, errs := checkExtProc(ep, limitsOf(ex.cfg))
 			p.addAll(pw, errs)
-			filterCluster = cl
+			filterCluster, filter = cl, ep
 		case "CLUSTER":
 			if cp.Patch.Operation != "ADD" {
 				p.addf("%s: operation %s, want ADD", pw, cp.Patch.Operation)
@@ -1072,6 +1080,9 @@ func checkEnvoyFilter(r *rendered, ef *envoyFilter, ex *extprocFacts, p *problem
 	}
 	if nFilters != 1 {
 		p.addf("%s: want one HTTP_FILTER patch, found %d", where, nFilters)
+	}
+	if filter != nil {
+		p.addAll(where, checkIdentityForwarding(filter, removed, ex.cfg.Extproc.Identity))
 	}
 	if filterCluster != "" && clusters[filterCluster] == nil {
 		p.addf("%s: the ext_proc cluster %q is not added by a CLUSTER patch", where, filterCluster)

@@ -54,6 +54,7 @@ func (x *exchange) post(ctx context.Context, m *extprocv3.ProcessingRequest) (se
 		}
 	}
 	m.ObservabilityMode = x.f.ObservabilityMode
+	x.env.add(&x.f.Forwarding, m)
 	x.res.Sent = append(x.res.Sent, m)
 	// A send error means the stream ended; the receiver reports how.
 	x.st.send(m)

@@ -21,6 +21,7 @@ type downstreamRequest struct {
 	body                            bodySource
 	hasBody                         bool
 	trailers                        func() headerList
+	info                            *StreamInfo // nil: none (Proxy)
 }
 
 // exchange is one HTTP exchange through the filter: Envoy's ext_proc Filter
@@ -37,7 +38,8 @@ type exchange struct {
 	mu      mutator
 
 	st   *procStream
-	done bool // Envoy's processing_complete_: no more messages
+	done bool         // Envoy's processing_complete_: no more messages
+	env  envoyContext // metadata and attributes to send (envoycontext.go)
 
 	respSide  *side
 	committed bool   // response headers went downstream
@@ -86,6 +88,7 @@ func (f *Filter) run(ctx context.Context, d *downstreamRequest, up Upstream, out
 // exchange runs the request through the filter, calls the upstream and runs
 // its response through the filter.
 func (x *exchange) exchange(ctx context.Context, d *downstreamRequest, up Upstream) error {
+	x.env.info = d.info
 	req := requestSide(d)
 	body, err := x.request(ctx, req, d.body)
 	if err != nil {

@@ -20,7 +20,7 @@
 //
 // What the fake does not model: the GRPC body mode and a mode_override to
 // FULL_DUPLEX_STREAMED ([ErrUnsupported]), send_body_without_waiting_for_header_response,
-// request/response attributes and metadata, per-route overrides, and the
+// response attributes, typed metadata, per-route overrides, and the
 // interleaving of request and response directions (the request is processed
 // completely before the upstream is called). Body chunks are sent one at a
 // time: the next chunk goes out once the previous reply arrived.
@@ -159,6 +159,9 @@ type Filter struct {
 	ObservabilityMode bool
 	// DeferredCloseTimeout is deferred_close_timeout (default 5s).
 	DeferredCloseTimeout time.Duration
+	// Forwarding is what the filter forwards beside the HTTP messages:
+	// metadata_options and request_attributes (envoycontext.go).
+	Forwarding Forwarding
 }
 
 // Request is what the downstream client sends.
@@ -175,6 +178,10 @@ type Request struct {
 	Body [][]byte
 	// Trailers are the request trailers, if any.
 	Trailers http.Header
+	// Info is what Envoy knows of the request besides its headers: the
+	// dynamic metadata earlier filters set and the connection's attributes
+	// (envoycontext.go). The filter forwards only what Forwarding asks for.
+	Info StreamInfo
 
 	// OnResponseHeaders, when set, is called when the response headers
 	// reach the client.
@@ -293,6 +300,7 @@ func (f *Filter) Do(ctx context.Context, req *Request, up Upstream) (*Result, er
 		body:      &sliceSource{chunks: req.Body},
 		hasBody:   len(req.Body) > 0,
 		trailers:  func() headerList { return headersFromHTTP(req.Trailers) },
+		info:      &req.Info,
 	}
 	if dreq.authority == "" {
 		dreq.authority = req.Headers.Get("Host")

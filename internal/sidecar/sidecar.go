@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/buildinfo"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
@@ -354,6 +355,10 @@ func (s *sidecar) drain(ctx context.Context, srv *servers, setDrained func()) {
 // It returns the clients it created (to Start) and those of prev no longer
 // used (to Close once prev is retired).
 func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*pluginclient.Client, []*pluginclient.Client, error) {
+	ident, err := identity.New(cfg.Extproc.Identity)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("identity: %w", err)
+	}
 	var prevSet *pluginSet
 	if prev != nil {
 		prevSet = prev.set
@@ -376,7 +381,7 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	for _, p := range cfg.Plugins {
 		s.metrics.SetPluginState(p.Name, set.State(p.Name))
 	}
-	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec}}
+	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident}}
 	return g, created, removed, nil
 }
 

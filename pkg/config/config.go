@@ -188,9 +188,15 @@ type Extproc struct {
 	// UserHeader, TenantHeader and ServerHeader name the request headers that
 	// feed user, tenant_id and server_id of the plugin context. Lower-cased
 	// at load (Envoy sends header names in lower case).
+	// With Identity set, UserHeader and TenantHeader are refused: identity
+	// then comes only from the declared sources. Without it they still
+	// work, with a warning at load (a client can send them).
 	UserHeader   string `yaml:"user_header,omitempty" json:"user_header,omitempty"`
 	TenantHeader string `yaml:"tenant_header,omitempty" json:"tenant_header,omitempty"`
 	ServerHeader string `yaml:"server_header,omitempty" json:"server_header,omitempty"`
+	// Identity says where the caller's identity comes from, most trusted
+	// first (identity.go, docs/identity.md). Nil: the legacy headers above.
+	Identity *Identity `yaml:"identity,omitempty" json:"identity,omitempty"`
 	// ForwardHeaders names the request headers copied into
 	// ToolPreInvokePayload.headers (lower-cased at load). Credentials
 	// (authorization, cookie, proxy-authorization) are never forwarded unless

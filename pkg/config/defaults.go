@@ -103,6 +103,7 @@ func (c *Config) ApplyDefaults() {
 	e.UserHeader = lowerHeader(e.UserHeader)
 	e.TenantHeader = lowerHeader(e.TenantHeader)
 	e.ServerHeader = lowerHeader(e.ServerHeader)
+	e.Identity.applyDefaults()
 	for i, h := range e.ForwardHeaders {
 		e.ForwardHeaders[i] = lowerHeader(h)
 	}

@@ -87,8 +87,8 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		switch {
 		case !cpex.KnownHook(h):
 			v.problem(label, f, "unknown hook %q%s", h, didYouMean(string(h), words(cpex.KnownHooks()...)))
-		case !slices.Contains(cpex.MCPHooks[:], h):
-			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt and resource hooks do)", h)
+		case !slices.Contains(cpex.MCPHooks[:], h) && h != cpex.HTTPPreRequest && h != cpex.HTTPAuthResolveUser:
+			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt, resource, http_pre_request and http_auth_resolve_user hooks do)", h)
 		}
 	}
 	if p.Mode != "" {
@@ -320,6 +320,7 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 			v.problem("", h.field, "%q is not a valid header name", h.name)
 		}
 	}
+	v.identity(e)
 	for i, h := range e.ForwardHeaders {
 		f := fmt.Sprintf("extproc.forward_headers[%d]", i)
 		switch {

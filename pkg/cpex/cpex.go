@@ -41,6 +41,13 @@ const (
 	ResourcePostFetch HookType = "resource_post_fetch"
 )
 
+// The HTTP-level hooks (docs/identity.md): run at the request headers of
+// MCP requests, before the MCP hooks.
+const (
+	HTTPPreRequest      HookType = "http_pre_request"
+	HTTPAuthResolveUser HookType = "http_auth_resolve_user"
+)
+
 // MCPHooks lists the hooks this project dispatches, in request/response pairs.
 var MCPHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke,
@@ -49,11 +56,12 @@ var MCPHooks = [...]HookType{
 }
 
 // knownHooks lists every hook type cpex defines: the MCP hooks, then the
-// families this project does not dispatch (http_*, agent_*). Never written.
+// http_* and agent_* families (of which the sidecar dispatches
+// http_pre_request and http_auth_resolve_user). Never written.
 var knownHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
 	ResourcePreFetch, ResourcePostFetch,
-	"http_pre_request", "http_post_request", "http_auth_resolve_user",
+	HTTPPreRequest, "http_post_request", HTTPAuthResolveUser,
 	"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke",
 }
 
@@ -65,6 +73,42 @@ func KnownHooks() []HookType { return slices.Clone(knownHooks[:]) }
 // families this project does not dispatch (http_*, agent_*).
 func KnownHook(h HookType) bool {
 	return slices.Contains(knownHooks[:], h)
+}
+
+// HTTPPreRequestPayload is the payload of http_pre_request. Headers is
+// required (an empty object when there are none); its modified_payload is a
+// header map, set over the request's headers.
+type HTTPPreRequestPayload struct {
+	Path       string            `json:"path"`
+	Method     string            `json:"method"`
+	Headers    map[string]string `json:"headers"`
+	ClientHost string            `json:"client_host,omitempty"`
+	ClientPort int               `json:"client_port,omitempty"`
+}
+
+// HTTPCredentials are the scheme and value of an Authorization header.
+type HTTPCredentials struct {
+	Scheme      string `json:"scheme"`
+	Credentials string `json:"credentials"`
+}
+
+// HTTPAuthResolveUserPayload is the payload of http_auth_resolve_user. Its
+// modified_payload is the user (an object: ContextForge reads email,
+// full_name, is_admin, is_active).
+type HTTPAuthResolveUserPayload struct {
+	Headers     map[string]string `json:"headers"`
+	Credentials *HTTPCredentials  `json:"credentials"`
+	ClientHost  string            `json:"client_host,omitempty"`
+	ClientPort  int               `json:"client_port,omitempty"`
+}
+
+// ResolvedUser is the part of an http_auth_resolve_user result the sidecar
+// reads. IsActive nil means true.
+type ResolvedUser struct {
+	Email    string `json:"email"`
+	FullName string `json:"full_name"`
+	IsAdmin  bool   `json:"is_admin"`
+	IsActive *bool  `json:"is_active"`
 }
 
 // ToolPreInvokePayload is the payload of tool_pre_invoke.
@@ -111,10 +155,26 @@ type ResourcePostFetchPayload struct {
 type GlobalContext struct {
 	RequestID string          `json:"request_id"`
 	User      json.RawMessage `json:"user,omitempty"` // a string or an object
-	TenantID  string          `json:"tenant_id,omitempty"`
-	ServerID  string          `json:"server_id,omitempty"`
-	State     map[string]any  `json:"state"`
-	Metadata  map[string]any  `json:"metadata"`
+	// UserContext is the verified caller, when the sidecar knows one
+	// (extproc.identity). cpex's gRPC proto has no such field.
+	UserContext *UserContext   `json:"user_context,omitempty"`
+	TenantID    string         `json:"tenant_id,omitempty"`
+	ServerID    string         `json:"server_id,omitempty"`
+	State       map[string]any `json:"state"`
+	Metadata    map[string]any `json:"metadata"`
+}
+
+// UserContext is GlobalContext.user_context, as ContextForge fills it after
+// authentication.
+type UserContext struct {
+	UserID     string   `json:"user_id"`
+	Email      string   `json:"email,omitempty"`
+	FullName   string   `json:"full_name,omitempty"`
+	IsAdmin    bool     `json:"is_admin"`
+	Roles      []string `json:"roles,omitempty"`
+	Teams      []string `json:"teams,omitempty"`
+	TeamID     string   `json:"team_id,omitempty"`
+	AuthMethod string   `json:"auth_method,omitempty"`
 }
 
 // PluginContext is the context sent with every invoke_hook and returned by

@@ -21,6 +21,7 @@ type run struct {
 	log    zerolog.Logger
 
 	cur       json.RawMessage // the payload as the chain has made it
+	result    json.RawMessage // a hook's answer that is not a payload (httphooks.go)
 	modified  bool
 	violation *cpex.PluginViolation
 	err       *PluginError
@@ -165,11 +166,11 @@ func (r *run) handle(en *entry, rep reply) {
 	if res.Modified() {
 		if !mayModify {
 			logd(outcome, "modified payload discarded: mode cannot modify")
-		} else if err := checkPayload(r.hook, res.ModifiedPayload); err != nil {
+		} else if changed, err := r.fold(res.ModifiedPayload); err != nil {
 			r.failed(en, &PluginError{Plugin: en.name, Hook: r.hook, Cause: err, own: true}, rep.dur)
 			return
-		} else if !jsonEqual(r.cur, res.ModifiedPayload) {
-			r.cur, r.modified = res.ModifiedPayload, true
+		} else if changed {
+			r.modified = true
 			if outcome == Allowed {
 				outcome = Modified
 			}

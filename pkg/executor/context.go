@@ -68,6 +68,22 @@ func (rc *RequestContext) PluginContext(plugin string) *cpex.PluginContext {
 	return pc
 }
 
+// Clone returns a copy of rc that later hooks can change without
+// changing rc: the global state and metadata and every plugin's local
+// context are copied (one level deep).
+func (rc *RequestContext) Clone() *RequestContext {
+	c := &RequestContext{Global: rc.Global}
+	c.Global.State = cloneMap(rc.Global.State)
+	c.Global.Metadata = cloneMap(rc.Global.Metadata)
+	if rc.locals != nil {
+		c.locals = make(map[string]*localContext, len(rc.locals))
+		for k, l := range rc.locals {
+			c.locals[k] = &localContext{state: cloneMap(l.state), metadata: cloneMap(l.metadata)}
+		}
+	}
+	return c
+}
+
 // carry keeps what a plugin returned in its reply's context.
 func (rc *RequestContext) carry(plugin string, mode config.Mode, reply *cpex.PluginContext) {
 	if reply == nil {

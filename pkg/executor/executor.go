@@ -115,7 +115,8 @@ type Options struct {
 
 // Outcome is the result of running one hook.
 type Outcome struct {
-	// Payload is the final payload when Modified, else nil.
+	// Payload is the final payload when Modified, else nil; for
+	// http_auth_resolve_user, the user (httphooks.go).
 	Payload  json.RawMessage
 	Modified bool
 	// Violation, when set, blocks the message; its PluginName is set. It
@@ -293,6 +294,9 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 	out := Outcome{Violation: r.violation, Err: r.err}
 	if r.modified {
 		out.Payload, out.Modified = r.cur, true
+		if r.result != nil {
+			out.Payload = r.result
+		}
 	}
 	return out
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
@@ -105,7 +106,11 @@ func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...plu
 		stopPool()
 	})
 	waitReady(t, pool, cfg)
-	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec}
+	ident, err := identity.New(cfg.Extproc.Identity)
+	if err != nil {
+		t.Fatalf("identity: %v", err)
+	}
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident}
 	popts := processor.Options{Snapshot: func() *processor.Snapshot { return snap }, WithHeaders: pluginclient.WithHeaders}
 	if ho.proc != nil {
 		ho.proc(&popts)

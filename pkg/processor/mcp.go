@@ -44,7 +44,7 @@ func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
 		return
 	}
 	st.ensureContext()
-	rc := executor.NewRequestContext(st.global)
+	rc := st.requestContext()
 	if p != nil {
 		p.rc = rc
 		if st.pending == nil {

@@ -22,6 +22,22 @@ import (
 // response headers only when a post hook may apply.
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	method, path, authority, encoding := st.readRequestHeaders(h)
+	if method != "" && st.snap.Settings.IsMCPPath(path) {
+		// Who is calling, and the HTTP-level hooks (httphooks.go).
+		if refused := st.beforeMCP(h, method, path); refused != nil {
+			return refused
+		}
+		if st.httpRefusal != nil {
+			// Refused at the body, to answer with the request's id.
+			st.phase = phaseRequestBody
+			return st.canned.inspectRequestOnly
+		}
+	}
+	return st.withHeaderSets(st.decideRequest(h, method, path, authority, encoding))
+}
+
+// decideRequest chooses what to ask Envoy for (see requestHeaders).
+func (st *stream) decideRequest(h *extprocv3.HttpHeaders, method, path string, authority []byte, encoding string) *extprocv3.ProcessingResponse {
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
 		return st.otherRequest(method, path, authority)
 	}
@@ -132,6 +148,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return st.canned.requestBodyAsIs
 	}
 	st.phase = phaseRequestSeen
+	if st.httpRefusal != nil {
+		return st.refuseAtBody(b.GetBody())
+	}
 	body, decoded, refused := st.readRequestBody(b.GetBody())
 	if refused != nil {
 		return refused

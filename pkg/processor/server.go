@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 )
 
 // Hooks runs plugin hooks; *executor.Executor satisfies it.
@@ -50,6 +51,10 @@ type Hooks interface {
 type Snapshot struct {
 	Settings *config.Extproc
 	Hooks    Hooks
+	// Identity resolves the caller from what Envoy verified
+	// (extproc.identity); nil keeps the legacy identity headers of Settings.
+	// Build it with identity.New from the same configuration.
+	Identity *identity.Resolver
 }
 
 // Options configure a Server.
@@ -174,7 +179,7 @@ type answerFunc func(*stream, *extprocv3.ProcessingRequest) *extprocv3.Processin
 // answers maps each message kind (the oneof field's name, also the metric
 // label) to the stream method that answers it. Read-only.
 var answers = map[protoreflect.Name]answerFunc{
-	"request_headers":   answerWith((*extprocv3.ProcessingRequest).GetRequestHeaders, (*stream).requestHeaders),
+	"request_headers":   (*stream).requestHeadersMessage,
 	"request_body":      answerWith((*extprocv3.ProcessingRequest).GetRequestBody, (*stream).requestBody),
 	"request_trailers":  answerWith((*extprocv3.ProcessingRequest).GetRequestTrailers, (*stream).requestTrailers),
 	"response_headers":  answerWith((*extprocv3.ProcessingRequest).GetResponseHeaders, (*stream).responseHeaders),

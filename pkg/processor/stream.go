@@ -72,6 +72,16 @@ type stream struct {
 	logBodies   bool
 	logHeaders  []string // request headers for --log-bodies, sensitive ones redacted
 	global      cpex.GlobalContext
+	// envoyContext is what Envoy sent beside the request headers: dynamic
+	// metadata and attributes, read by resolveIdentity (identity.go).
+	envoyContext *extprocv3.ProcessingRequest
+	// headerSets are the request headers http_pre_request set; httpRefusal
+	// its refusal of a POST, answered at the body (httphooks.go).
+	headerSets  map[string]string
+	httpRefusal *refusal
+	// httpContext is the plugin context the HTTP hooks left, copied into
+	// each message's hooks (requestContext).
+	httpContext *executor.RequestContext
 	forwarded   map[string]string // request headers forwarded to the pre hooks that carry headers
 
 	// pending are the requests of this stream whose response a post hook

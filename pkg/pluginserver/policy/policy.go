@@ -82,8 +82,9 @@ func New(cfg Config, log *zerolog.Logger) (*Plugin, error) {
 }
 
 // NewServer compiles cfgs into one pluginserver.Server with opts (nil:
-// defaults). Plugins log through opts.Logger.
-func NewServer(cfgs []Config, opts *pluginserver.Options) (*pluginserver.Server, error) {
+// defaults), serving the extra plugins too (a [NewTokenCheck]). Plugins log
+// through opts.Logger.
+func NewServer(cfgs []Config, opts *pluginserver.Options, extra ...pluginserver.Plugin) (*pluginserver.Server, error) {
 	var log *zerolog.Logger
 	if opts != nil {
 		log = opts.Logger
@@ -95,6 +96,14 @@ func NewServer(cfgs []Config, opts *pluginserver.Options) (*pluginserver.Server,
 		if err != nil {
 			return nil, err
 		}
+		key := strings.ToLower(p.Name())
+		if seen[key] {
+			return nil, fmt.Errorf("%w: duplicate plugin name %q", ErrInvalidConfig, p.Name())
+		}
+		seen[key] = true
+		plugins = append(plugins, p)
+	}
+	for _, p := range extra {
 		key := strings.ToLower(p.Name())
 		if seen[key] {
 			return nil, fmt.Errorf("%w: duplicate plugin name %q", ErrInvalidConfig, p.Name())

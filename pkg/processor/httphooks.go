@@ -1,0 +1,285 @@
+package processor
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+)
+
+// The HTTP-level hooks run at the request headers of every request to an
+// MCP path, before anything else, and only when a plugin has them:
+//
+//   - http_pre_request sees the path (without query), the method and the
+//     request headers (multi-valued ones joined, pseudo-headers left out,
+//     credentials included: plugins get the real values, logs never do).
+//     The headers it returns are set on the request Envoy forwards, except
+//     ":"-headers, host, x-envoy*, framing and MCP standard headers, and
+//     credential headers the client sent (unless allow_credential_headers).
+//     A violation refuses the request with its http_status_code (default
+//     403) and headers; enforced, unlike ContextForge, because nothing
+//     stands behind the sidecar. A POST with a body is refused at its body,
+//     so the JSON-RPC error carries the request's id.
+//   - http_auth_resolve_user runs when no verified source (JWT metadata,
+//     mTLS peer) named the caller. The user it returns is the identity and
+//     wins over any header; a violation, or a user with is_active false, is
+//     a 401 with WWW-Authenticate: Bearer. No user: the other sources apply.
+
+// beforeMCP runs the HTTP hooks and resolves the identity; it returns the
+// reply when the request is refused now.
+func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extprocv3.ProcessingResponse {
+	hooks := st.snap.Hooks
+	pre, auth := hooks.Applies(cpex.HTTPPreRequest), hooks.Applies(cpex.HTTPAuthResolveUser)
+	if !pre && !auth {
+		if st.snap.Identity != nil {
+			st.resolveIdentity(h)
+		}
+		return nil
+	}
+	st.ensureContext()
+	headers := requestHeaderMap(h)
+	rc := executor.NewRequestContext(st.global)
+	if pre {
+		if refused := st.preRequest(h, method, path, headers, rc); refused != nil {
+			return refused
+		}
+		if st.httpRefusal != nil {
+			return nil // refused at the body (requestBody)
+		}
+	}
+	id, ok := st.verifiedOrHeaders(h)
+	if auth && !(ok && id.Verified()) {
+		user, refused := st.resolveUser(headers, rc)
+		if refused != nil {
+			return refused
+		}
+		if user != nil {
+			id, ok = *user, true
+		}
+	}
+	switch {
+	case ok:
+		id.Apply(&st.global)
+	case st.snap.Identity != nil:
+		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
+	}
+	// What the HTTP hooks' plugins kept in their context reaches the MCP
+	// hooks of the request, with the identity now known.
+	rc.Global.User, rc.Global.UserContext, rc.Global.TenantID = st.global.User, st.global.UserContext, st.global.TenantID
+	st.httpContext = rc
+	return nil
+}
+
+// requestContext returns the plugin context for one message's hooks: a
+// copy of the HTTP hooks' context when they ran (so each message of a
+// batch starts from it, never from another message's), else a fresh one.
+func (st *stream) requestContext() *executor.RequestContext {
+	if st.httpContext != nil {
+		return st.httpContext.Clone()
+	}
+	return executor.NewRequestContext(st.global)
+}
+
+// verifiedOrHeaders resolves the configured sources, if any.
+func (st *stream) verifiedOrHeaders(h *extprocv3.HttpHeaders) (identity.Identity, bool) {
+	if st.snap.Identity == nil {
+		return identity.Identity{}, false
+	}
+	return st.snap.Identity.Resolve(st.identityRequest(h))
+}
+
+// requestHeaderMap is the request's headers as the HTTP hooks get them.
+func requestHeaderMap(h *extprocv3.HttpHeaders) map[string]string {
+	out := map[string]string{}
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		k := hv.GetKey()
+		if k == "" || strings.HasPrefix(k, ":") {
+			continue
+		}
+		if prev, ok := out[k]; ok {
+			sep := ", "
+			if k == "cookie" {
+				sep = "; "
+			}
+			out[k] = prev + sep + headerValue(hv)
+			continue
+		}
+		out[k] = headerValue(hv)
+	}
+	return out
+}
+
+// preRequest runs http_pre_request and keeps the headers to set; headers
+// gets them too, so http_auth_resolve_user sees the new values.
+func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, headers map[string]string, rc *executor.RequestContext) *extprocv3.ProcessingResponse {
+	p, _, _ := strings.Cut(path, "?")
+	payload, err := json.Marshal(cpex.HTTPPreRequestPayload{Path: p, Method: method, Headers: headers})
+	if err != nil {
+		return internalError(st, "http_pre_request payload: "+err.Error())
+	}
+	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPPreRequest, payload, rc, executor.Target{})
+	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPPreRequest); blocked {
+		if out.Violation != nil && out.Violation.HTTPStatusCode == nil {
+			r.status = http.StatusForbidden
+		}
+		if method == http.MethodPost && !h.GetEndOfStream() {
+			st.httpRefusal = &r
+			return nil
+		}
+		return st.refuseAtHeaders(r)
+	}
+	if !out.Modified {
+		return nil
+	}
+	var modified cpex.HTTPPreRequestPayload
+	if err := json.Unmarshal(out.Payload, &modified); err != nil {
+		return internalError(st, "http_pre_request result: "+err.Error())
+	}
+	for k, v := range modified.Headers {
+		k = strings.ToLower(k)
+		if old, sent := headers[k]; sent && old == v {
+			continue
+		}
+		_, sent := headers[k]
+		if !settableHeader(k, v, sent, st.snap.Settings.AllowCredentialHeaders) {
+			st.logger().Info().Str("header", k).Msg("http_pre_request: header not set (not a header plugins may set)")
+			continue
+		}
+		if st.headerSets == nil {
+			st.headerSets = map[string]string{}
+		}
+		st.headerSets[k], headers[k] = v, v
+	}
+	return nil
+}
+
+// settableHeader reports whether a plugin may set header k to v.
+func settableHeader(k, v string, clientSent, allowCredentials bool) bool {
+	switch {
+	case k == "" || strings.HasPrefix(k, ":") || k == "host" || strings.HasPrefix(k, "x-envoy"):
+		return false
+	case k == "content-length" || k == "transfer-encoding" || k == "content-encoding" || k == "connection" ||
+		k == "te" || k == "upgrade" || k == "keep-alive":
+		return false
+	case isStandardHeader(k) || k == "mcp-protocol-version" || k == "mcp-session-id":
+		return false
+	case (config.IsCredentialHeader(k) || k == "x-api-key") && clientSent && !allowCredentials:
+		return false
+	}
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			return false
+		}
+	}
+	return !strings.ContainsAny(v, "\r\n\x00")
+}
+
+// withHeaderSets adds the headers http_pre_request set to a request-headers
+// reply (a copy: the canned replies are shared).
+func (st *stream) withHeaderSets(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	if len(st.headerSets) == 0 || resp.GetRequestHeaders() == nil {
+		return resp
+	}
+	resp = proto.Clone(resp).(*extprocv3.ProcessingResponse)
+	rh := resp.GetRequestHeaders()
+	if rh.Response == nil {
+		rh.Response = &extprocv3.CommonResponse{}
+	}
+	if rh.Response.HeaderMutation == nil {
+		rh.Response.HeaderMutation = &extprocv3.HeaderMutation{}
+	}
+	for k, v := range st.headerSets {
+		rh.Response.HeaderMutation.SetHeaders = append(rh.Response.HeaderMutation.SetHeaders, header(k, v))
+	}
+	return resp
+}
+
+// refuseAtBody answers the body of a request http_pre_request refused:
+// each request of it gets the JSON-RPC error with its id.
+func (st *stream) refuseAtBody(body []byte) *extprocv3.ProcessingResponse {
+	r := *st.httpRefusal
+	msgs, err := mcpmsg.Parse(body)
+	if err != nil || len(msgs.Messages) == 0 {
+		return st.refuseAtHeaders(r)
+	}
+	refusals := make([]refusal, 0, len(msgs.Messages))
+	for i := range msgs.Messages {
+		ri := r
+		ri.index, ri.id = i, msgs.Messages[i].ID
+		refusals = append(refusals, ri)
+	}
+	return st.refuse(msgs, refusals)
+}
+
+// refuseAtHeaders answers a request refused before its JSON-RPC id is
+// known: the refusal's status (a 200 becomes 403 for a block, 500 for a
+// failed plugin) and an id-less JSON-RPC error.
+func (st *stream) refuseAtHeaders(r refusal) *extprocv3.ProcessingResponse {
+	status := r.status
+	if status == http.StatusOK {
+		status = http.StatusForbidden
+		if r.reason == "plugin_error" {
+			status = http.StatusInternalServerError
+		}
+	}
+	st.obs.Immediate(r.reason)
+	return jsonRPCReply(status, r.errorResponse(), r.denied, r.headers)
+}
+
+// resolveUser runs http_auth_resolve_user; it returns the user, or nil
+// when no plugin named one, or the reply refusing the request.
+func (st *stream) resolveUser(headers map[string]string, rc *executor.RequestContext) (*identity.Identity, *extprocv3.ProcessingResponse) {
+	p := cpex.HTTPAuthResolveUserPayload{Headers: headers}
+	if scheme, cred, ok := strings.Cut(headers["authorization"], " "); ok && scheme != "" {
+		p.Credentials = &cpex.HTTPCredentials{Scheme: scheme, Credentials: strings.TrimSpace(cred)}
+	}
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return nil, internalError(st, "http_auth_resolve_user payload: "+err.Error())
+	}
+	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPAuthResolveUser, payload, rc, executor.Target{})
+	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPAuthResolveUser); blocked {
+		if out.Violation != nil {
+			r.status = http.StatusUnauthorized
+			if c := out.Violation.HTTPStatusCode; c != nil && *c >= 400 && *c <= 599 {
+				r.status = *c
+			}
+			r.headers = unauthorizedHeaders(r.headers)
+		}
+		return nil, st.refuseAtHeaders(r)
+	}
+	if !out.Modified {
+		return nil, nil
+	}
+	var u cpex.ResolvedUser
+	if err := json.Unmarshal(out.Payload, &u); err != nil || strings.TrimSpace(u.Email) == "" {
+		st.logger().Info().Msg("http_auth_resolve_user: the user has no email; ignored")
+		return nil, nil
+	}
+	if u.IsActive != nil && !*u.IsActive {
+		return nil, st.refuseAtHeaders(refusal{code: mcpmsg.CodeInvalidRequest, status: http.StatusUnauthorized, reason: "blocked",
+			denied: true, message: "account disabled", headers: unauthorizedHeaders(nil)})
+	}
+	return &identity.Identity{Source: identity.SourcePlugin, User: u.Email, Email: u.Email, Name: u.FullName, IsAdmin: u.IsAdmin}, nil
+}
+
+// unauthorizedHeaders adds WWW-Authenticate: Bearer unless the plugin set
+// a challenge.
+func unauthorizedHeaders(h map[string]string) map[string]string {
+	out := make(map[string]string, len(h)+1)
+	for k, v := range h {
+		out[strings.ToLower(k)] = v
+	}
+	if _, ok := out["www-authenticate"]; !ok {
+		out["www-authenticate"] = "Bearer"
+	}
+	return out
+}

@@ -1,0 +1,59 @@
+package processor
+
+import (
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
+)
+
+// Who is calling is decided at the request headers, from what Envoy sent
+// with them: the dynamic metadata of metadata_options.forwarding_namespaces
+// (a jwt_authn payload) and the attributes of request_attributes (the mTLS
+// peer), which Envoy puts on the request-headers message, so identity costs
+// no extra ext_proc message. With extproc.identity, the resolved identity
+// replaces anything else in the plugin context's user, user_context and
+// tenant_id, and a request no source answers has none; without it the
+// legacy header settings apply (readConfiguredHeader).
+
+// requestHeadersMessage answers a request_headers message; the rest of the
+// message (metadata, attributes) is readable during the call only.
+func (st *stream) requestHeadersMessage(r *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
+	st.envoyContext = r
+	defer func() { st.envoyContext = nil }()
+	return st.requestHeaders(r.GetRequestHeaders())
+}
+
+// resolveIdentity sets the plugin context's identity from the configured
+// sources, or clears it when none answers.
+func (st *stream) resolveIdentity(h *extprocv3.HttpHeaders) {
+	id, ok := st.snap.Identity.Resolve(st.identityRequest(h))
+	if !ok {
+		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
+		return
+	}
+	id.Apply(&st.global)
+}
+
+// singleHeader returns the value of a header sent exactly once; a header
+// sent twice is not believed (which copy did Envoy set?).
+func singleHeader(h *extprocv3.HttpHeaders, name string) (string, bool) {
+	var v string
+	n := 0
+	for _, hv := range h.GetHeaders().GetHeaders() {
+		if hv.GetKey() == name {
+			v, n = headerValue(hv), n+1
+		}
+	}
+	return v, n == 1
+}
+
+// identityRequest is what the identity sources read from this request.
+func (st *stream) identityRequest(h *extprocv3.HttpHeaders) *identity.Request {
+	return &identity.Request{
+		Metadata:   st.envoyContext.GetMetadataContext().GetFilterMetadata(),
+		Attributes: st.envoyContext.GetAttributes()[identity.AttributesKey],
+		Header: func(name string) (string, bool) {
+			return singleHeader(h, name)
+		},
+	}
+}
