@@ -136,7 +136,9 @@ func TestLoadNemoCheck(t *testing.T) {
 		t.Errorf("max_body_bytes = %d", e.MaxBodyBytes)
 	}
 	// namespace is a cpex key: accepted silently; capabilities is not one.
-	want := []where{{"PIIFilter", "capabilities"}, {"PIIFilter", "conditions[0].content_types"}}
+	// The legacy identity headers believe the client: each warns.
+	want := []where{{"PIIFilter", "capabilities"}, {"PIIFilter", "conditions[0].content_types"},
+		{"", "extproc.server_header"}, {"", "extproc.user_header"}, {"", "extproc.tenant_header"}}
 	if diff := cmp.Diff(want, problemWheres(c.Warnings)); diff != "" {
 		t.Errorf("warnings (-want +got):\n%s\n%v", diff, c.Warnings)
 	}
