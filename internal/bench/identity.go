@@ -126,7 +126,7 @@ type identityRow struct {
 
 func (r *runner) identityTable(rows []identityRow) {
 	t := Table{
-		Title:  "9. Identity: tools/call echo with one enforcing plugin, the caller from a verified JWT in Envoy's metadata, or from a resolve hook",
+		Title:  "10. Identity: tools/call echo with one enforcing plugin, the caller from a verified JWT in Envoy's metadata, or from a resolve hook",
 		Header: []string{"row", "msgs", "sidecar p50", "p99", "baseline p50", "p99", "p50 / baseline", "p99 / baseline", "allocs/op sidecar", "baseline"},
 		Notes: []string{
 			"identity from metadata: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every request-headers message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn. Baseline: today's tool call (no identity configured, no metadata sent); second row: today's sidecar sent the same metadata, which it ignores, so its ratio is the sidecar's own identity work and the gap between the two baselines is what forwarding the metadata costs the transport (encoded in the bench driver, i.e. Envoy's share, and decoded by gRPC in the sidecar).",
