@@ -87,8 +87,8 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		switch {
 		case !cpex.KnownHook(h):
 			v.problem(label, f, "unknown hook %q%s", h, didYouMean(string(h), words(cpex.KnownHooks()...)))
-		case !slices.Contains(cpex.MCPHooks[:], h) && h != cpex.HTTPPreRequest && h != cpex.HTTPAuthResolveUser:
-			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt, resource, http_pre_request and http_auth_resolve_user hooks do)", h)
+		case !sidecarHook(h):
+			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, http_pre_request, http_auth_resolve_user and http_auth_check_permission hooks do)", h)
 		}
 	}
 	if p.Mode != "" {
@@ -360,4 +360,13 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
+}
+
+// sidecarHook reports whether the sidecar dispatches hook h.
+func sidecarHook(h cpex.HookType) bool {
+	switch h {
+	case cpex.HTTPPreRequest, cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission:
+		return true
+	}
+	return slices.Contains(cpex.MCPHooks[:], h)
 }

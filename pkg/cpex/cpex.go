@@ -44,8 +44,10 @@ const (
 // The HTTP-level hooks (docs/identity.md): run at the request headers of
 // MCP requests, before the MCP hooks.
 const (
-	HTTPPreRequest      HookType = "http_pre_request"
-	HTTPAuthResolveUser HookType = "http_auth_resolve_user"
+	HTTPPreRequest          HookType = "http_pre_request"
+	HTTPPostRequest         HookType = "http_post_request"
+	HTTPAuthResolveUser     HookType = "http_auth_resolve_user"
+	HTTPAuthCheckPermission HookType = "http_auth_check_permission"
 )
 
 // MCPHooks lists the hooks this project dispatches, in request/response pairs.
@@ -61,8 +63,8 @@ var MCPHooks = [...]HookType{
 var knownHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
 	ResourcePreFetch, ResourcePostFetch,
-	HTTPPreRequest, "http_post_request", HTTPAuthResolveUser,
-	"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke",
+	HTTPPreRequest, HTTPPostRequest, HTTPAuthResolveUser,
+	HTTPAuthCheckPermission, "agent_pre_invoke", "agent_post_invoke",
 }
 
 // KnownHooks returns every hook type cpex defines (a fresh slice): the MCP
@@ -109,6 +111,28 @@ type ResolvedUser struct {
 	FullName string `json:"full_name"`
 	IsAdmin  bool   `json:"is_admin"`
 	IsActive *bool  `json:"is_active"`
+}
+
+// HTTPAuthCheckPermissionPayload is the payload of
+// http_auth_check_permission: may this user do this (docs/identity.md has
+// the permission of each MCP operation). Its modified_payload is a
+// [PermissionDecision].
+type HTTPAuthCheckPermissionPayload struct {
+	UserEmail    string `json:"user_email"`
+	Permission   string `json:"permission"`
+	ResourceType string `json:"resource_type,omitempty"`
+	TeamID       string `json:"team_id,omitempty"`
+	AuthMethod   string `json:"auth_method,omitempty"`
+	ClientHost   string `json:"client_host,omitempty"`
+	UserAgent    string `json:"user_agent,omitempty"`
+	IsAdmin      bool   `json:"is_admin"`
+}
+
+// PermissionDecision is the answer of http_auth_check_permission. Granted
+// is required.
+type PermissionDecision struct {
+	Granted *bool  `json:"granted"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // ToolPreInvokePayload is the payload of tool_pre_invoke.

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
+	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
@@ -22,37 +24,30 @@ import (
 //	                        the returned object is the user, and the last
 //	                        one returned is Outcome.Payload (cpex's last
 //	                        writer wins)
+//	http_auth_check_permission  the payload stays as it was; the answer
+//	                        {granted, reason} is the result. granted:false
+//	                        from a plugin whose mode may block is a block
+//	                        (a PERMISSION_DENIED violation, HTTP 403,
+//	                        naming the plugin); from one that may not, it
+//	                        is logged and not enforced
+//	http_post_request       as http_pre_request, on the response headers:
+//	                        the returned map is set over the payload's
+//	                        response_headers
 
 // fold applies a plugin's modified_payload to the run, after the mode
 // allowed it; it reports whether anything changed.
 func (r *run) fold(mod json.RawMessage) (bool, error) {
 	switch r.hook {
 	case cpex.HTTPPreRequest:
-		var set map[string]string
-		if err := json.Unmarshal(mod, &set); err != nil || set == nil {
-			return false, fmt.Errorf("%w: %s: the headers must be an object of strings", ErrInvalidPayload, r.hook)
+		return r.foldHeaders(mod, "headers")
+	case cpex.HTTPPostRequest:
+		return r.foldHeaders(mod, "response_headers")
+	case cpex.HTTPAuthCheckPermission:
+		var dec cpex.PermissionDecision
+		if err := json.Unmarshal(mod, &dec); err != nil || dec.Granted == nil {
+			return false, fmt.Errorf("%w: %s: want an object with a boolean granted", ErrInvalidPayload, r.hook)
 		}
-		var p map[string]json.RawMessage
-		var headers map[string]string
-		if err := json.Unmarshal(r.cur, &p); err != nil {
-			return false, fmt.Errorf("%s: current payload: %w", r.hook, err)
-		}
-		if err := json.Unmarshal(p["headers"], &headers); err != nil || headers == nil {
-			headers = map[string]string{}
-		}
-		before := maps.Clone(headers)
-		maps.Copy(headers, set)
-		if maps.Equal(before, headers) {
-			return false, nil
-		}
-		b, err := json.Marshal(headers)
-		if err != nil {
-			return false, err
-		}
-		p["headers"] = b
-		if r.cur, err = json.Marshal(p); err != nil {
-			return false, err
-		}
+		r.result = mod
 		return true, nil
 	case cpex.HTTPAuthResolveUser:
 		var user map[string]json.RawMessage
@@ -70,4 +65,61 @@ func (r *run) fold(mod json.RawMessage) (bool, error) {
 	}
 	r.cur = mod
 	return true, nil
+}
+
+// foldHeaders sets the header map mod over the payload's member key.
+func (r *run) foldHeaders(mod json.RawMessage, key string) (bool, error) {
+	var set map[string]string
+	if err := json.Unmarshal(mod, &set); err != nil || set == nil {
+		return false, fmt.Errorf("%w: %s: the headers must be an object of strings", ErrInvalidPayload, r.hook)
+	}
+	var p map[string]json.RawMessage
+	var headers map[string]string
+	if err := json.Unmarshal(r.cur, &p); err != nil {
+		return false, fmt.Errorf("%s: current payload: %w", r.hook, err)
+	}
+	if err := json.Unmarshal(p[key], &headers); err != nil || headers == nil {
+		headers = map[string]string{}
+	}
+	before := maps.Clone(headers)
+	maps.Copy(headers, set)
+	if maps.Equal(before, headers) {
+		return false, nil
+	}
+	b, err := json.Marshal(headers)
+	if err != nil {
+		return false, err
+	}
+	p[key] = b
+	if r.cur, err = json.Marshal(p); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// deny blocks the run when en answered http_auth_check_permission with
+// granted:false in a mode that may block; it reports whether it did. An
+// answer of the wrong shape is left to fold (a failure under on_error).
+func (r *run) deny(en *entry, res *cpex.PluginResult, d time.Duration, mayBlock bool) bool {
+	if r.hook != cpex.HTTPAuthCheckPermission || !res.Modified() {
+		return false
+	}
+	var dec cpex.PermissionDecision
+	if json.Unmarshal(res.ModifiedPayload, &dec) != nil || dec.Granted == nil || *dec.Granted {
+		return false
+	}
+	if !mayBlock {
+		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Msg("permission denial not enforced: mode cannot block")
+		return false
+	}
+	reason := dec.Reason
+	if reason == "" {
+		reason = "permission not granted"
+	}
+	status := http.StatusForbidden
+	r.violation = &cpex.PluginViolation{Reason: "Permission denied", Description: reason, Code: "PERMISSION_DENIED",
+		HTTPStatusCode: &status, PluginName: en.name}
+	r.e.observe(en.name, r.hook, Blocked, d)
+	r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", d).Msg("plugin denied the permission")
+	return true
 }

@@ -164,6 +164,10 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	var ed requestEdits
 	for i := range msgs.Messages {
+		if r, refused := st.checkPermission(i, &msgs.Messages[i]); refused {
+			ed.refusals = append(ed.refusals, r) // permission.go
+			continue
+		}
 		st.preHook(i, &msgs.Messages[i], &ed)
 	}
 	if len(ed.refusals) > 0 {

@@ -172,8 +172,12 @@ func (st *stream) logger() *zerolog.Logger {
 	return &st.log
 }
 
-// anyHook reports whether any MCP hook has a plugin.
+// anyHook reports whether any MCP hook, or http_auth_check_permission
+// (which runs per MCP message), has a plugin.
 func (st *stream) anyHook() bool {
+	if st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) {
+		return true
+	}
 	for _, h := range cpex.MCPHooks { // the hooks of every family (hookfamily tests this)
 		if st.snap.Hooks.Applies(h) {
 			return true
