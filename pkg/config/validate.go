@@ -88,7 +88,7 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		case !cpex.KnownHook(h):
 			v.problem(label, f, "unknown hook %q%s", h, didYouMean(string(h), words(cpex.KnownHooks()...)))
 		case !sidecarHook(h):
-			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, http_pre_request, http_auth_resolve_user and http_auth_check_permission hooks do)", h)
+			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, http_pre_request, http_post_request, http_auth_resolve_user and http_auth_check_permission hooks do)", h)
 		}
 	}
 	if p.Mode != "" {
@@ -365,7 +365,7 @@ func validHeaderName(h string) bool {
 // sidecarHook reports whether the sidecar dispatches hook h.
 func sidecarHook(h cpex.HookType) bool {
 	switch h {
-	case cpex.HTTPPreRequest, cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission:
+	case cpex.HTTPPreRequest, cpex.HTTPPostRequest, cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission:
 		return true
 	}
 	return slices.Contains(cpex.MCPHooks[:], h)

@@ -88,6 +88,19 @@ type HTTPPreRequestPayload struct {
 	ClientPort int               `json:"client_port,omitempty"`
 }
 
+// HTTPPostRequestPayload is the payload of http_post_request: the request
+// as http_pre_request saw it, with the response's headers and status. Its
+// modified_payload is a header map, set on the response.
+type HTTPPostRequestPayload struct {
+	Path            string            `json:"path"`
+	Method          string            `json:"method"`
+	Headers         map[string]string `json:"headers"`
+	ClientHost      string            `json:"client_host,omitempty"`
+	ClientPort      int               `json:"client_port,omitempty"`
+	ResponseHeaders map[string]string `json:"response_headers"`
+	StatusCode      int               `json:"status_code"`
+}
+
 // HTTPCredentials are the scheme and value of an Authorization header.
 type HTTPCredentials struct {
 	Scheme      string `json:"scheme"`

@@ -38,7 +38,8 @@ import (
 func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extprocv3.ProcessingResponse {
 	hooks := st.snap.Hooks
 	pre, auth := hooks.Applies(cpex.HTTPPreRequest), hooks.Applies(cpex.HTTPAuthResolveUser)
-	if !pre && !auth {
+	post := hooks.Applies(cpex.HTTPPostRequest)
+	if !pre && !auth && !post {
 		if st.snap.Identity != nil {
 			st.resolveIdentity(h)
 		}
@@ -54,6 +55,10 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 		if st.httpRefusal != nil {
 			return nil // refused at the body (requestBody)
 		}
+	}
+	if post {
+		p, _, _ := strings.Cut(path, "?")
+		st.httpReq = &httpRequest{method: method, path: p, headers: headers} // httppost.go
 	}
 	id, ok := st.verifiedOrHeaders(h)
 	if auth && !(ok && id.Verified()) {
@@ -143,21 +148,11 @@ func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, head
 	if err := json.Unmarshal(out.Payload, &modified); err != nil {
 		return internalError(st, "http_pre_request result: "+err.Error())
 	}
-	for k, v := range modified.Headers {
-		k = strings.ToLower(k)
-		if old, sent := headers[k]; sent && old == v {
-			continue
-		}
-		_, sent := headers[k]
-		if !settableHeader(k, v, sent, st.snap.Settings.AllowCredentialHeaders) {
-			st.logger().Info().Str("header", k).Msg("http_pre_request: header not set (not a header plugins may set)")
-			continue
-		}
-		if st.headerSets == nil {
-			st.headerSets = map[string]string{}
-		}
-		st.headerSets[k], headers[k] = v, v
+	sets := st.settableSets(cpex.HTTPPreRequest, headers, modified.Headers)
+	for k, v := range sets {
+		headers[k] = v
 	}
+	st.headerSets = sets
 	return nil
 }
 
@@ -171,7 +166,7 @@ func settableHeader(k, v string, clientSent, allowCredentials bool) bool {
 		return false
 	case isStandardHeader(k) || k == "mcp-protocol-version" || k == "mcp-session-id":
 		return false
-	case (config.IsCredentialHeader(k) || k == "x-api-key") && clientSent && !allowCredentials:
+	case (config.IsCredentialHeader(k) || k == "x-api-key" || k == "set-cookie") && clientSent && !allowCredentials:
 		return false
 	}
 	for i := 0; i < len(k); i++ {

@@ -82,7 +82,10 @@ type stream struct {
 	// httpContext is the plugin context the HTTP hooks left, copied into
 	// each message's hooks (requestContext).
 	httpContext *executor.RequestContext
-	forwarded   map[string]string // request headers forwarded to the pre hooks that carry headers
+	// httpReq is the request as the HTTP hooks saw it, kept when
+	// http_post_request will run on the response headers (httppost.go).
+	httpReq   *httpRequest
+	forwarded map[string]string // request headers forwarded to the pre hooks that carry headers
 
 	// pending are the requests of this stream whose response a post hook
 	// applies to, by raw JSON-RPC id.
