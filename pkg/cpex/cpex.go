@@ -50,6 +50,14 @@ const (
 	HTTPAuthCheckPermission HookType = "http_auth_check_permission"
 )
 
+// cpex's identity hooks (cpex/framework/hooks/identity.py; renamed
+// identity.resolve and token.delegate in cpex 0.2, with these names kept as
+// aliases). The sidecar runs token_delegate on a tools/call.
+const (
+	IdentityResolve HookType = "identity_resolve"
+	TokenDelegate   HookType = "token_delegate"
+)
+
 // MCPHooks lists the hooks this project dispatches, in request/response pairs.
 var MCPHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke,
@@ -65,6 +73,7 @@ var knownHooks = [...]HookType{
 	ResourcePreFetch, ResourcePostFetch,
 	HTTPPreRequest, HTTPPostRequest, HTTPAuthResolveUser,
 	HTTPAuthCheckPermission, "agent_pre_invoke", "agent_post_invoke",
+	IdentityResolve, TokenDelegate,
 }
 
 // KnownHooks returns every hook type cpex defines (a fresh slice): the MCP
@@ -146,6 +155,27 @@ type HTTPAuthCheckPermissionPayload struct {
 type PermissionDecision struct {
 	Granted *bool  `json:"granted"`
 	Reason  string `json:"reason,omitempty"`
+}
+
+// TokenDelegatePayload is the payload of token_delegate: the credential to
+// send to the target instead of the caller's. BearerToken is the caller's
+// real token (cpex's own client sends "**********"): never log it. Its
+// modified_payload is a [Delegation].
+type TokenDelegatePayload struct {
+	TargetName     string `json:"target_name"`
+	TargetType     string `json:"target_type"`
+	TargetAudience string `json:"target_audience,omitempty"`
+	AuthEnforcedBy string `json:"auth_enforced_by,omitempty"`
+	BearerToken    string `json:"bearer_token,omitempty"`
+}
+
+// Delegation is the part of a token_delegate answer the sidecar reads:
+// ForwardedHeaders go on the upstream request; without them, DelegatedToken
+// becomes its Authorization: Bearer. delegation_update, cache_key and
+// cache_ttl are not read.
+type Delegation struct {
+	DelegatedToken   string            `json:"delegated_token,omitempty"`
+	ForwardedHeaders map[string]string `json:"forwarded_headers,omitempty"`
 }
 
 // ToolPreInvokePayload is the payload of tool_pre_invoke.

@@ -30,6 +30,9 @@ import (
 //	                        (a PERMISSION_DENIED violation, HTTP 403,
 //	                        naming the plugin); from one that may not, it
 //	                        is logged and not enforced
+//	token_delegate          the payload stays as it was; the answer (the
+//	                        delegated credential) is the result, the last
+//	                        one answered wins
 //	http_post_request       as http_pre_request, on the response headers:
 //	                        the returned map is set over the payload's
 //	                        response_headers
@@ -46,6 +49,13 @@ func (r *run) fold(mod json.RawMessage) (bool, error) {
 		var dec cpex.PermissionDecision
 		if err := json.Unmarshal(mod, &dec); err != nil || dec.Granted == nil {
 			return false, fmt.Errorf("%w: %s: want an object with a boolean granted", ErrInvalidPayload, r.hook)
+		}
+		r.result = mod
+		return true, nil
+	case cpex.TokenDelegate:
+		var d cpex.Delegation
+		if err := json.Unmarshal(mod, &d); err != nil {
+			return false, fmt.Errorf("%w: %s: want an object whose forwarded_headers are strings", ErrInvalidPayload, r.hook)
 		}
 		r.result = mod
 		return true, nil

@@ -85,3 +85,31 @@ func TestRecordedPermissionAnswers(t *testing.T) {
 		t.Errorf("post_request: %s", out.Payload)
 	}
 }
+
+// TestTokenDelegateResult: the recorded delegation is the result; every
+// plugin gets the request's payload; the last answer wins; a wrong shape
+// is a failure.
+func TestTokenDelegateResult(t *testing.T) {
+	payload := `{"target_name":"get_compensation","target_type":"tool","bearer_token":"user-tok"}`
+	f := newFake(plug("HooksPlugin", config.ModeSequential, 1, cpex.TokenDelegate), plug("second", config.ModeSequential, 2, cpex.TokenDelegate))
+	f.set("HooksPlugin", recorded(t, "token_delegate.json"))
+	f.set("second", okH())
+	e := newExec(t, f, Options{})
+	out := e.Run(context.Background(), cpex.TokenDelegate, json.RawMessage(payload), nil, Target{})
+	var d cpex.Delegation
+	if err := json.Unmarshal(out.Payload, &d); err != nil || !out.Modified || d.ForwardedHeaders["authorization"] != "Bearer delegated-get_compensation" {
+		t.Fatalf("outcome %+v (%v)", out, err)
+	}
+	if s := f.callsOf("second"); len(s) != 1 || !jsonEqual(json.RawMessage(s[0].payload), json.RawMessage(payload)) {
+		t.Errorf("second saw %v, want the request's payload", s)
+	}
+	f.set("second", modifyH(`{"forwarded_headers":{"authorization":"Bearer later"}}`))
+	out = e.Run(context.Background(), cpex.TokenDelegate, json.RawMessage(payload), nil, Target{})
+	if err := json.Unmarshal(out.Payload, &d); err != nil || d.ForwardedHeaders["authorization"] != "Bearer later" {
+		t.Errorf("last writer: %s", out.Payload)
+	}
+	f.set("second", modifyH(`{"forwarded_headers":{"authorization":1}}`))
+	if out = e.Run(context.Background(), cpex.TokenDelegate, json.RawMessage(payload), nil, Target{}); !errors.Is(out.Err, ErrInvalidPayload) {
+		t.Errorf("a non-string header: %+v", out)
+	}
+}

@@ -40,8 +40,11 @@ func permissionOf(method string) (permission, bool) {
 }
 
 // checksPermission reports whether a request of this method needs its body
-// read for http_auth_check_permission.
+// read for http_auth_check_permission or token_delegate.
 func (st *stream) checksPermission(method string) bool {
+	if method == "tools/call" && st.snap.Hooks.Applies(cpex.TokenDelegate) {
+		return true
+	}
 	_, ok := permissionOf(method)
 	return ok && st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission)
 }

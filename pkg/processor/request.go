@@ -169,6 +169,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 			continue
 		}
 		st.preHook(i, &msgs.Messages[i], &ed)
+		st.delegate(i, &msgs.Messages[i], &ed) // delegate.go
 	}
 	if len(ed.refusals) > 0 {
 		return st.refuse(msgs, ed.refusals)

@@ -175,10 +175,10 @@ func (st *stream) logger() *zerolog.Logger {
 	return &st.log
 }
 
-// anyHook reports whether any MCP hook, or http_auth_check_permission
-// (which runs per MCP message), has a plugin.
+// anyHook reports whether any MCP hook, or a hook that runs per MCP
+// message (http_auth_check_permission, token_delegate), has a plugin.
 func (st *stream) anyHook() bool {
-	if st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) {
+	if st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) || st.snap.Hooks.Applies(cpex.TokenDelegate) {
 		return true
 	}
 	for _, h := range cpex.MCPHooks { // the hooks of every family (hookfamily tests this)
