@@ -6,8 +6,8 @@ import (
 )
 
 // TestHookWarnings: the hooks the sidecar runs load without a warning, the
-// ones it cannot run (agent_*, identity_resolve) warn by name, and
-// token_delegate warns where cpex cannot answer it (gRPC, Unix socket).
+// ones it cannot run (agent_*) warn by name, and identity_resolve and
+// token_delegate warn where cpex cannot answer them (gRPC, Unix socket).
 func TestHookWarnings(t *testing.T) {
 	const mcp = "  mcp: {proto: STREAMABLEHTTP, url: 'http://a/mcp'}\n"
 	const grpc = "  grpc: {target: 'a:50051'}\n"
@@ -21,7 +21,8 @@ func TestHookWarnings(t *testing.T) {
 		{"http_auth_check_permission", mcp, ""},
 		{"token_delegate", mcp, ""},
 		{"token_delegate", grpc, "use mcp"},
-		{"identity_resolve", mcp, "never fires"},
+		{"identity_resolve", mcp, ""},
+		{"identity_resolve", grpc, "use mcp"},
 		{"agent_pre_invoke", mcp, "never fires"},
 	} {
 		t.Run(tc.hook, func(t *testing.T) {

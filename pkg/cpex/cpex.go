@@ -178,6 +178,35 @@ type Delegation struct {
 	ForwardedHeaders map[string]string `json:"forwarded_headers,omitempty"`
 }
 
+// IdentityResolvePayload is the payload of identity_resolve. RawToken is
+// the caller's real token (cpex's own client sends "**********"): never
+// log it. Headers is required by the model's default ({}), sent anyway.
+type IdentityResolvePayload struct {
+	RawToken string            `json:"raw_token"`
+	Source   string            `json:"source"`
+	Headers  map[string]string `json:"headers"`
+}
+
+// Subject is who identity_resolve says is calling (cpex's security
+// extension). ID and Type are required.
+type Subject struct {
+	ID          string   `json:"id"`
+	Type        string   `json:"type"`
+	Roles       []string `json:"roles,omitempty"`
+	Permissions []string `json:"permissions,omitempty"`
+	Teams       []string `json:"teams,omitempty"`
+}
+
+// IdentityResolution is the part of an identity_resolve answer the sidecar
+// reads. RejectStatus is a float because cpex's gRPC server answers numbers
+// as doubles.
+type IdentityResolution struct {
+	Subject      *Subject `json:"subject"`
+	Rejected     bool     `json:"rejected"`
+	RejectStatus *float64 `json:"reject_status"`
+	RejectReason string   `json:"reject_reason"`
+}
+
 // ToolPreInvokePayload is the payload of tool_pre_invoke.
 type ToolPreInvokePayload struct {
 	Name    string            `json:"name"`

@@ -30,6 +30,11 @@ import (
 //	                        (a PERMISSION_DENIED violation, HTTP 403,
 //	                        naming the plugin); from one that may not, it
 //	                        is logged and not enforced
+//	identity_resolve        the payload stays as it was; the answer is the
+//	                        result (the last subject answered wins);
+//	                        rejected:true from a plugin whose mode may
+//	                        block is a block (IDENTITY_REJECTED, its
+//	                        reject_status, 401 by default)
 //	token_delegate          the payload stays as it was; the answer (the
 //	                        delegated credential) is the result, the last
 //	                        one answered wins
@@ -49,6 +54,13 @@ func (r *run) fold(mod json.RawMessage) (bool, error) {
 		var dec cpex.PermissionDecision
 		if err := json.Unmarshal(mod, &dec); err != nil || dec.Granted == nil {
 			return false, fmt.Errorf("%w: %s: want an object with a boolean granted", ErrInvalidPayload, r.hook)
+		}
+		r.result = mod
+		return true, nil
+	case cpex.IdentityResolve:
+		var res cpex.IdentityResolution
+		if err := json.Unmarshal(mod, &res); err != nil {
+			return false, fmt.Errorf("%w: %s: want an object with subject and rejected", ErrInvalidPayload, r.hook)
 		}
 		r.result = mod
 		return true, nil
@@ -107,29 +119,59 @@ func (r *run) foldHeaders(mod json.RawMessage, key string) (bool, error) {
 	return true, nil
 }
 
-// deny blocks the run when en answered http_auth_check_permission with
-// granted:false in a mode that may block; it reports whether it did. An
-// answer of the wrong shape is left to fold (a failure under on_error).
+// deny blocks the run when en's answer is a denial (denial) in a mode that
+// may block; it reports whether it did. An answer of the wrong shape is
+// left to fold (a failure under on_error).
 func (r *run) deny(en *entry, res *cpex.PluginResult, d time.Duration, mayBlock bool) bool {
-	if r.hook != cpex.HTTPAuthCheckPermission || !res.Modified() {
+	if !res.Modified() {
 		return false
 	}
-	var dec cpex.PermissionDecision
-	if json.Unmarshal(res.ModifiedPayload, &dec) != nil || dec.Granted == nil || *dec.Granted {
+	v := r.denial(res.ModifiedPayload)
+	if v == nil {
 		return false
 	}
 	if !mayBlock {
-		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Msg("permission denial not enforced: mode cannot block")
+		r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Msg("denial not enforced: mode cannot block")
 		return false
 	}
-	reason := dec.Reason
-	if reason == "" {
-		reason = "permission not granted"
-	}
-	status := http.StatusForbidden
-	r.violation = &cpex.PluginViolation{Reason: "Permission denied", Description: reason, Code: "PERMISSION_DENIED",
-		HTTPStatusCode: &status, PluginName: en.name}
+	v.PluginName = en.name
+	r.violation = v
 	r.e.observe(en.name, r.hook, Blocked, d)
-	r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", d).Msg("plugin denied the permission")
+	r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Dur("duration", d).Msg("plugin denied the request")
 	return true
+}
+
+// denial returns the violation an answer amounts to: granted:false for
+// http_auth_check_permission (403), rejected:true for identity_resolve
+// (its reject_status, 401 unless a 4xx/5xx); nil for anything else.
+func (r *run) denial(mod json.RawMessage) *cpex.PluginViolation {
+	switch r.hook {
+	case cpex.HTTPAuthCheckPermission:
+		var dec cpex.PermissionDecision
+		if json.Unmarshal(mod, &dec) != nil || dec.Granted == nil || *dec.Granted {
+			return nil
+		}
+		status := http.StatusForbidden
+		return &cpex.PluginViolation{Reason: "Permission denied", Description: orDefault(dec.Reason, "permission not granted"),
+			Code: "PERMISSION_DENIED", HTTPStatusCode: &status}
+	case cpex.IdentityResolve:
+		var res cpex.IdentityResolution
+		if json.Unmarshal(mod, &res) != nil || !res.Rejected {
+			return nil
+		}
+		status := http.StatusUnauthorized
+		if s := res.RejectStatus; s != nil && *s >= 400 && *s <= 599 {
+			status = int(*s)
+		}
+		return &cpex.PluginViolation{Reason: "Identity rejected", Description: orDefault(res.RejectReason, "token rejected"),
+			Code: "IDENTITY_REJECTED", HTTPStatusCode: &status}
+	}
+	return nil
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

@@ -113,3 +113,36 @@ func TestTokenDelegateResult(t *testing.T) {
 		t.Errorf("a non-string header: %+v", out)
 	}
 }
+
+// TestIdentityResolveAnswers: the recorded subject is the result; the
+// recorded rejection (continue_processing true, rejected true) is a block
+// naming the plugin with its reject_status, also as gRPC's double; it is
+// not enforced from a mode that cannot block.
+func TestIdentityResolveAnswers(t *testing.T) {
+	payload := `{"raw_token":"raw-alice","source":"bearer","headers":{}}`
+	run := func(mode config.Mode, h handler) Outcome {
+		f := newFake(plug("HooksPlugin", mode, 1, cpex.IdentityResolve))
+		f.set("HooksPlugin", h)
+		return newExec(t, f, Options{}).Run(context.Background(), cpex.IdentityResolve, json.RawMessage(payload), nil, Target{})
+	}
+	out := run(config.ModeSequential, recorded(t, "identity_resolve.json"))
+	var res cpex.IdentityResolution
+	if err := json.Unmarshal(out.Payload, &res); err != nil || out.Violation != nil || res.Subject == nil || res.Subject.ID != "alice@example.com" ||
+		len(res.Subject.Teams) != 1 {
+		t.Errorf("subject: %+v (%v)", out, err)
+	}
+	out = run(config.ModeSequential, recorded(t, "identity_resolve_rejected.json"))
+	if v := out.Violation; v == nil || v.PluginName != "HooksPlugin" || v.Code != "IDENTITY_REJECTED" || *v.HTTPStatusCode != 401 || v.Description != "unknown token" {
+		t.Errorf("rejected: %+v", out)
+	}
+	out = run(config.ModeSequential, modifyH(`{"rejected":true,"reject_status":403.0}`))
+	if v := out.Violation; v == nil || *v.HTTPStatusCode != 403 {
+		t.Errorf("rejected with a double status: %+v", out)
+	}
+	if out = run(config.ModeAudit, recorded(t, "identity_resolve_rejected.json")); out.Violation != nil {
+		t.Errorf("audit mode enforced a rejection: %+v", out)
+	}
+	if out = run(config.ModeSequential, modifyH(`{"subject":"alice"}`)); !errors.Is(out.Err, ErrInvalidPayload) {
+		t.Errorf("a string subject: %+v", out)
+	}
+}

@@ -31,15 +31,16 @@ import (
 //   - http_auth_resolve_user runs when no verified source (JWT metadata,
 //     mTLS peer) named the caller. The user it returns is the identity and
 //     wins over any header; a violation, or a user with is_active false, is
-//     a 401 with WWW-Authenticate: Bearer. No user: the other sources apply.
+//     a 401 with WWW-Authenticate: Bearer. No user: identity_resolve, if a
+//     plugin has it (identityresolve.go), then the other sources apply.
 
 // beforeMCP runs the HTTP hooks and resolves the identity; it returns the
 // reply when the request is refused now.
 func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extprocv3.ProcessingResponse {
 	hooks := st.snap.Hooks
 	pre, auth := hooks.Applies(cpex.HTTPPreRequest), hooks.Applies(cpex.HTTPAuthResolveUser)
-	post := hooks.Applies(cpex.HTTPPostRequest)
-	if !pre && !auth && !post {
+	post, resolve := hooks.Applies(cpex.HTTPPostRequest), hooks.Applies(cpex.IdentityResolve)
+	if !pre && !auth && !post && !resolve {
 		if st.snap.Identity != nil {
 			st.resolveIdentity(h)
 		}
@@ -61,8 +62,8 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 		st.httpReq = &httpRequest{method: method, path: p, headers: headers} // httppost.go
 	}
 	id, ok := st.verifiedOrHeaders(h)
-	if auth && !(ok && id.Verified()) {
-		user, refused := st.resolveUser(headers, rc)
+	if (auth || resolve) && !(ok && id.Verified()) {
+		user, refused := st.pluginIdentity(headers, rc, auth, resolve)
 		if refused != nil {
 			return refused
 		}
@@ -242,14 +243,7 @@ func (st *stream) resolveUser(headers map[string]string, rc *executor.RequestCon
 	}
 	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPAuthResolveUser, payload, rc, executor.Target{})
 	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPAuthResolveUser); blocked {
-		if out.Violation != nil {
-			r.status = http.StatusUnauthorized
-			if c := out.Violation.HTTPStatusCode; c != nil && *c >= 400 && *c <= 599 {
-				r.status = *c
-			}
-			r.headers = unauthorizedHeaders(r.headers)
-		}
-		return nil, st.refuseAtHeaders(r)
+		return nil, st.refuseAtHeaders(authRefusal(out, r)) // identityresolve.go
 	}
 	if !out.Modified {
 		return nil, nil
