@@ -308,7 +308,7 @@ func TestLoadInvalid(t *testing.T) {
 		t.Errorf("got %d problems, want %d:\n%v", len(ve.Problems), len(want), err)
 	}
 	if _, ok := wheres(ve.Warnings)[where{"BadURL", "hooks[2]"}]; !ok {
-		t.Errorf("missing warning: http_post_request never fires; warnings %v", ve.Warnings)
+		t.Errorf("missing warning: agent_pre_invoke never fires; warnings %v", ve.Warnings)
 	}
 	// The error text names the plugin and field of each problem, one per line.
 	if lines := strings.Split(err.Error(), "\n"); len(lines) != len(ve.Problems) {

@@ -87,8 +87,10 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		switch {
 		case !cpex.KnownHook(h):
 			v.problem(label, f, "unknown hook %q%s", h, didYouMean(string(h), words(cpex.KnownHooks()...)))
-		case !slices.Contains(cpex.MCPHooks[:], h) && h != cpex.HTTPPreRequest && h != cpex.HTTPAuthResolveUser:
-			v.warn(label, f, "hook %q never fires in the sidecar (only tool, prompt, resource, http_pre_request and http_auth_resolve_user hooks do)", h)
+		case (h == cpex.TokenDelegate || h == cpex.IdentityResolve) && p.MCP == nil && (p.GRPC != nil || p.UnixSocket != nil):
+			v.warn(label, f, "hook %q over gRPC or the Unix socket: cpex 0.1.3 servers fail on its typed answers there; use mcp", h)
+		case !sidecarHook(h):
+			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, http_*, identity_resolve and token_delegate hooks do)", h)
 		}
 	}
 	if p.Mode != "" {
@@ -360,4 +362,14 @@ func validHeaderName(h string) bool {
 		}
 	}
 	return true
+}
+
+// sidecarHook reports whether the sidecar dispatches hook h.
+func sidecarHook(h cpex.HookType) bool {
+	switch h {
+	case cpex.HTTPPreRequest, cpex.HTTPPostRequest, cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission,
+		cpex.IdentityResolve, cpex.TokenDelegate:
+		return true
+	}
+	return slices.Contains(cpex.MCPHooks[:], h)
 }

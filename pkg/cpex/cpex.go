@@ -44,8 +44,18 @@ const (
 // The HTTP-level hooks (docs/identity.md): run at the request headers of
 // MCP requests, before the MCP hooks.
 const (
-	HTTPPreRequest      HookType = "http_pre_request"
-	HTTPAuthResolveUser HookType = "http_auth_resolve_user"
+	HTTPPreRequest          HookType = "http_pre_request"
+	HTTPPostRequest         HookType = "http_post_request"
+	HTTPAuthResolveUser     HookType = "http_auth_resolve_user"
+	HTTPAuthCheckPermission HookType = "http_auth_check_permission"
+)
+
+// cpex's identity hooks (cpex/framework/hooks/identity.py; renamed
+// identity.resolve and token.delegate in cpex 0.2, with these names kept as
+// aliases). The sidecar runs token_delegate on a tools/call.
+const (
+	IdentityResolve HookType = "identity_resolve"
+	TokenDelegate   HookType = "token_delegate"
 )
 
 // MCPHooks lists the hooks this project dispatches, in request/response pairs.
@@ -61,8 +71,9 @@ var MCPHooks = [...]HookType{
 var knownHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
 	ResourcePreFetch, ResourcePostFetch,
-	HTTPPreRequest, "http_post_request", HTTPAuthResolveUser,
-	"http_auth_check_permission", "agent_pre_invoke", "agent_post_invoke",
+	HTTPPreRequest, HTTPPostRequest, HTTPAuthResolveUser,
+	HTTPAuthCheckPermission, "agent_pre_invoke", "agent_post_invoke",
+	IdentityResolve, TokenDelegate,
 }
 
 // KnownHooks returns every hook type cpex defines (a fresh slice): the MCP
@@ -84,6 +95,19 @@ type HTTPPreRequestPayload struct {
 	Headers    map[string]string `json:"headers"`
 	ClientHost string            `json:"client_host,omitempty"`
 	ClientPort int               `json:"client_port,omitempty"`
+}
+
+// HTTPPostRequestPayload is the payload of http_post_request: the request
+// as http_pre_request saw it, with the response's headers and status. Its
+// modified_payload is a header map, set on the response.
+type HTTPPostRequestPayload struct {
+	Path            string            `json:"path"`
+	Method          string            `json:"method"`
+	Headers         map[string]string `json:"headers"`
+	ClientHost      string            `json:"client_host,omitempty"`
+	ClientPort      int               `json:"client_port,omitempty"`
+	ResponseHeaders map[string]string `json:"response_headers"`
+	StatusCode      int               `json:"status_code"`
 }
 
 // HTTPCredentials are the scheme and value of an Authorization header.
@@ -109,6 +133,78 @@ type ResolvedUser struct {
 	FullName string `json:"full_name"`
 	IsAdmin  bool   `json:"is_admin"`
 	IsActive *bool  `json:"is_active"`
+}
+
+// HTTPAuthCheckPermissionPayload is the payload of
+// http_auth_check_permission: may this user do this (docs/identity.md has
+// the permission of each MCP operation). Its modified_payload is a
+// [PermissionDecision].
+type HTTPAuthCheckPermissionPayload struct {
+	UserEmail    string `json:"user_email"`
+	Permission   string `json:"permission"`
+	ResourceType string `json:"resource_type,omitempty"`
+	TeamID       string `json:"team_id,omitempty"`
+	AuthMethod   string `json:"auth_method,omitempty"`
+	ClientHost   string `json:"client_host,omitempty"`
+	UserAgent    string `json:"user_agent,omitempty"`
+	IsAdmin      bool   `json:"is_admin"`
+}
+
+// PermissionDecision is the answer of http_auth_check_permission. Granted
+// is required.
+type PermissionDecision struct {
+	Granted *bool  `json:"granted"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// TokenDelegatePayload is the payload of token_delegate: the credential to
+// send to the target instead of the caller's. BearerToken is the caller's
+// real token (cpex's own client sends "**********"): never log it. Its
+// modified_payload is a [Delegation].
+type TokenDelegatePayload struct {
+	TargetName     string `json:"target_name"`
+	TargetType     string `json:"target_type"`
+	TargetAudience string `json:"target_audience,omitempty"`
+	AuthEnforcedBy string `json:"auth_enforced_by,omitempty"`
+	BearerToken    string `json:"bearer_token,omitempty"`
+}
+
+// Delegation is the part of a token_delegate answer the sidecar reads:
+// ForwardedHeaders go on the upstream request; without them, DelegatedToken
+// becomes its Authorization: Bearer. delegation_update, cache_key and
+// cache_ttl are not read.
+type Delegation struct {
+	DelegatedToken   string            `json:"delegated_token,omitempty"`
+	ForwardedHeaders map[string]string `json:"forwarded_headers,omitempty"`
+}
+
+// IdentityResolvePayload is the payload of identity_resolve. RawToken is
+// the caller's real token (cpex's own client sends "**********"): never
+// log it. Headers is required by the model's default ({}), sent anyway.
+type IdentityResolvePayload struct {
+	RawToken string            `json:"raw_token"`
+	Source   string            `json:"source"`
+	Headers  map[string]string `json:"headers"`
+}
+
+// Subject is who identity_resolve says is calling (cpex's security
+// extension). ID and Type are required.
+type Subject struct {
+	ID          string   `json:"id"`
+	Type        string   `json:"type"`
+	Roles       []string `json:"roles,omitempty"`
+	Permissions []string `json:"permissions,omitempty"`
+	Teams       []string `json:"teams,omitempty"`
+}
+
+// IdentityResolution is the part of an identity_resolve answer the sidecar
+// reads. RejectStatus is a float because cpex's gRPC server answers numbers
+// as doubles.
+type IdentityResolution struct {
+	Subject      *Subject `json:"subject"`
+	Rejected     bool     `json:"rejected"`
+	RejectStatus *float64 `json:"reject_status"`
+	RejectReason string   `json:"reject_reason"`
 }
 
 // ToolPreInvokePayload is the payload of tool_pre_invoke.

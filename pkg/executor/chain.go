@@ -148,6 +148,9 @@ func (r *run) handle(en *entry, rep reply) {
 			Msg("plugin stopped the chain without a violation; the message goes on")
 		return
 	}
+	if r.deny(en, res, rep.dur, mayBlock) {
+		return
+	}
 
 	outcome := Allowed
 	if res.Violation != nil {

@@ -71,6 +71,9 @@ func (st *stream) needs() (body, post bool) {
 	if !decided {
 		return true, st.postConfigured()
 	}
+	if st.checksPermission(string(headerBytes(st.std.method))) {
+		return true, r != nil && r.Post && st.snap.Hooks.Applies(r.Family.Post)
+	}
 	if r == nil {
 		return false, false // no hook family has this method
 	}

@@ -31,14 +31,16 @@ import (
 //   - http_auth_resolve_user runs when no verified source (JWT metadata,
 //     mTLS peer) named the caller. The user it returns is the identity and
 //     wins over any header; a violation, or a user with is_active false, is
-//     a 401 with WWW-Authenticate: Bearer. No user: the other sources apply.
+//     a 401 with WWW-Authenticate: Bearer. No user: identity_resolve, if a
+//     plugin has it (identityresolve.go), then the other sources apply.
 
 // beforeMCP runs the HTTP hooks and resolves the identity; it returns the
 // reply when the request is refused now.
 func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extprocv3.ProcessingResponse {
 	hooks := st.snap.Hooks
 	pre, auth := hooks.Applies(cpex.HTTPPreRequest), hooks.Applies(cpex.HTTPAuthResolveUser)
-	if !pre && !auth {
+	post, resolve := hooks.Applies(cpex.HTTPPostRequest), hooks.Applies(cpex.IdentityResolve)
+	if !pre && !auth && !post && !resolve {
 		if st.snap.Identity != nil {
 			st.resolveIdentity(h)
 		}
@@ -55,9 +57,13 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 			return nil // refused at the body (requestBody)
 		}
 	}
+	if post {
+		p, _, _ := strings.Cut(path, "?")
+		st.httpReq = &httpRequest{method: method, path: p, headers: headers} // httppost.go
+	}
 	id, ok := st.verifiedOrHeaders(h)
-	if auth && !(ok && id.Verified()) {
-		user, refused := st.resolveUser(headers, rc)
+	if (auth || resolve) && !(ok && id.Verified()) {
+		user, refused := st.pluginIdentity(headers, rc, auth, resolve)
 		if refused != nil {
 			return refused
 		}
@@ -143,21 +149,11 @@ func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, head
 	if err := json.Unmarshal(out.Payload, &modified); err != nil {
 		return internalError(st, "http_pre_request result: "+err.Error())
 	}
-	for k, v := range modified.Headers {
-		k = strings.ToLower(k)
-		if old, sent := headers[k]; sent && old == v {
-			continue
-		}
-		_, sent := headers[k]
-		if !settableHeader(k, v, sent, st.snap.Settings.AllowCredentialHeaders) {
-			st.logger().Info().Str("header", k).Msg("http_pre_request: header not set (not a header plugins may set)")
-			continue
-		}
-		if st.headerSets == nil {
-			st.headerSets = map[string]string{}
-		}
-		st.headerSets[k], headers[k] = v, v
+	sets := st.settableSets(cpex.HTTPPreRequest, headers, modified.Headers)
+	for k, v := range sets {
+		headers[k] = v
 	}
+	st.headerSets = sets
 	return nil
 }
 
@@ -171,7 +167,7 @@ func settableHeader(k, v string, clientSent, allowCredentials bool) bool {
 		return false
 	case isStandardHeader(k) || k == "mcp-protocol-version" || k == "mcp-session-id":
 		return false
-	case (config.IsCredentialHeader(k) || k == "x-api-key") && clientSent && !allowCredentials:
+	case (config.IsCredentialHeader(k) || k == "x-api-key" || k == "set-cookie") && clientSent && !allowCredentials:
 		return false
 	}
 	for i := 0; i < len(k); i++ {
@@ -247,14 +243,7 @@ func (st *stream) resolveUser(headers map[string]string, rc *executor.RequestCon
 	}
 	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPAuthResolveUser, payload, rc, executor.Target{})
 	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPAuthResolveUser); blocked {
-		if out.Violation != nil {
-			r.status = http.StatusUnauthorized
-			if c := out.Violation.HTTPStatusCode; c != nil && *c >= 400 && *c <= 599 {
-				r.status = *c
-			}
-			r.headers = unauthorizedHeaders(r.headers)
-		}
-		return nil, st.refuseAtHeaders(r)
+		return nil, st.refuseAtHeaders(authRefusal(out, r)) // identityresolve.go
 	}
 	if !out.Modified {
 		return nil, nil

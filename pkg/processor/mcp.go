@@ -21,6 +21,8 @@ type requestEdits struct {
 	headers  map[string]string // headers to set on the upstream request
 	remove   []string          // headers to remove from it
 	refusals []refusal
+	// delegated: token_delegate set the upstream credential (delegate.go).
+	delegated bool
 }
 
 // preHook runs the pre hook of one message, when its method belongs to a

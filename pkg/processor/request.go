@@ -33,7 +33,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 			return st.canned.inspectRequestOnly
 		}
 	}
-	return st.withHeaderSets(st.decideRequest(h, method, path, authority, encoding))
+	return st.withResponseHeaders(st.withHeaderSets(st.decideRequest(h, method, path, authority, encoding)))
 }
 
 // decideRequest chooses what to ask Envoy for (see requestHeaders).
@@ -164,7 +164,12 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	var ed requestEdits
 	for i := range msgs.Messages {
+		if r, refused := st.checkPermission(i, &msgs.Messages[i]); refused {
+			ed.refusals = append(ed.refusals, r) // permission.go
+			continue
+		}
 		st.preHook(i, &msgs.Messages[i], &ed)
+		st.delegate(i, &msgs.Messages[i], &ed) // delegate.go
 	}
 	if len(ed.refusals) > 0 {
 		return st.refuse(msgs, ed.refusals)

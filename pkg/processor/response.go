@@ -25,6 +25,15 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 		return jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
 			"mcp-extproc misconfigured: Envoy did not send the request body (allow_mode_override must be true)", nil), false, nil)
 	}
+	sets, refused := st.postRequest(h) // httppost.go
+	if refused != nil {
+		return refused
+	}
+	return withResponseSets(st.responseMode(h), sets)
+}
+
+// responseMode answers the response headers with the body mode.
+func (st *stream) responseMode(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
 	st.syncRecords(h)
 	if (len(st.pending) == 0 && !st.foreign) || h.GetEndOfStream() {
 		return st.responseNone()

@@ -82,7 +82,10 @@ type stream struct {
 	// httpContext is the plugin context the HTTP hooks left, copied into
 	// each message's hooks (requestContext).
 	httpContext *executor.RequestContext
-	forwarded   map[string]string // request headers forwarded to the pre hooks that carry headers
+	// httpReq is the request as the HTTP hooks saw it, kept when
+	// http_post_request will run on the response headers (httppost.go).
+	httpReq   *httpRequest
+	forwarded map[string]string // request headers forwarded to the pre hooks that carry headers
 
 	// pending are the requests of this stream whose response a post hook
 	// applies to, by raw JSON-RPC id.
@@ -172,8 +175,12 @@ func (st *stream) logger() *zerolog.Logger {
 	return &st.log
 }
 
-// anyHook reports whether any MCP hook has a plugin.
+// anyHook reports whether any MCP hook, or a hook that runs per MCP
+// message (http_auth_check_permission, token_delegate), has a plugin.
 func (st *stream) anyHook() bool {
+	if st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) || st.snap.Hooks.Applies(cpex.TokenDelegate) {
+		return true
+	}
 	for _, h := range cpex.MCPHooks { // the hooks of every family (hookfamily tests this)
 		if st.snap.Hooks.Applies(h) {
 			return true
