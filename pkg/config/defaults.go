@@ -1,8 +1,10 @@
 package config
 
 import (
+	"iter"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -296,13 +298,17 @@ func (c *Config) HookTimeout() time.Duration {
 	return c.PluginSettings.Timeout() + DefaultHookTimeoutMargin
 }
 
-// credentialHeaders are never forwarded to plugins unless allowed.
-var credentialHeaders = map[string]bool{
-	"authorization":       true,
-	"cookie":              true,
-	"proxy-authorization": true,
-}
+// credentialHeaders are the request headers that carry a caller's
+// credential (lower case): never forwarded to plugins unless allowed,
+// redacted in logs, removed upstream when token_delegate replaces the
+// credential. Never written.
+var credentialHeaders = [...]string{"authorization", "cookie", "proxy-authorization", "x-api-key"}
 
 // IsCredentialHeader reports whether a header name (any case) carries
-// credentials: authorization, cookie or proxy-authorization.
-func IsCredentialHeader(name string) bool { return credentialHeaders[lowerHeader(name)] }
+// credentials: authorization, cookie, proxy-authorization or x-api-key.
+func IsCredentialHeader(name string) bool {
+	return slices.Contains(credentialHeaders[:], lowerHeader(name))
+}
+
+// CredentialHeaders yields the credential header names, lower case.
+func CredentialHeaders() iter.Seq[string] { return slices.Values(credentialHeaders[:]) }

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -22,10 +23,6 @@ import (
 // A violation, or a failure under on_error fail, refuses the call with a
 // JSON-RPC error. The headers of a request are one for the whole body, so
 // a batch whose tool calls are delegated different credentials is refused.
-
-// callerCredentials are the headers that carry the caller's credential.
-// Never written.
-var callerCredentials = [...]string{"authorization", "proxy-authorization", "x-api-key", "cookie"}
 
 // delegate runs token_delegate on message i when it is a tools/call the
 // pre hook did not refuse.
@@ -87,7 +84,7 @@ func (st *stream) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation, e
 		}
 		ed.headers[k] = v
 	}
-	for _, k := range callerCredentials {
+	for k := range config.CredentialHeaders() {
 		if _, set := ed.headers[k]; !set && st.sentHeader(k) && !containsString(ed.remove, k) {
 			ed.remove = append(ed.remove, k)
 		}

@@ -167,7 +167,7 @@ func settableHeader(k, v string, clientSent, allowCredentials bool) bool {
 		return false
 	case isStandardHeader(k) || k == "mcp-protocol-version" || k == "mcp-session-id":
 		return false
-	case (config.IsCredentialHeader(k) || k == "x-api-key" || k == "set-cookie") && clientSent && !allowCredentials:
+	case (config.IsCredentialHeader(k) || k == "set-cookie") && clientSent && !allowCredentials:
 		return false
 	}
 	for i := 0; i < len(k); i++ {

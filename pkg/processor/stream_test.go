@@ -398,7 +398,7 @@ func TestLogBodies(t *testing.T) {
 		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{}},
 			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies}, newCanned())
 		st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
-			Headers: headerMap(":method", "POST", ":path", "/mcp", "authorization", secret, "x-tenant", "acme")}}})
+			Headers: headerMap(":method", "POST", ":path", "/mcp", "authorization", secret, "x-api-key", "s3cret-key", "x-tenant", "acme")}}})
 		st.handle(requestBody(toolCall))
 		return buf.String()
 	}
