@@ -67,7 +67,7 @@ func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
 			if !r.eligible(en) {
 				continue
 			}
-			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name))
+			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name), r.rc.Secrets)
 			r.handle(en, rep)
 			if r.halted() {
 				return
@@ -91,7 +91,7 @@ func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
 		return
 	case 1: // nothing to run in parallel with
 		en := list[0]
-		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name)))
+		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name), r.rc.Secrets))
 		return
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -104,7 +104,7 @@ func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
 	for _, en := range list {
 		pctx := r.rc.PluginContext(en.name)
 		go func(payload json.RawMessage) {
-			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx)}
+			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx, r.rc.Secrets)}
 		}(r.cur)
 	}
 	for range list {
@@ -212,9 +212,9 @@ func (r *run) fireAndForget(entries []*entry) {
 			continue
 		}
 		e, hook, log := r.e, r.hook, r.log
-		payload, pctx := bytes.Clone(r.cur), r.rc.PluginContext(en.name)
+		payload, pctx, secrets := bytes.Clone(r.cur), r.rc.PluginContext(en.name), r.rc.Secrets
 		started := e.spawn(func(ctx context.Context) {
-			rep := e.invoke(ctx, en, hook, payload, pctx)
+			rep := e.invoke(ctx, en, hook, payload, pctx, secrets)
 			if pe := rep.err; pe != nil {
 				outcome := pe.verdict()
 				e.observe(en.name, hook, outcome, rep.dur)

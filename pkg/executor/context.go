@@ -28,6 +28,11 @@ type RequestContext struct {
 	// Global is sent as context.global_context. Its State and Metadata are
 	// never nil after NewRequestContext.
 	Global cpex.GlobalContext
+	// Secrets are values no error of this request's invocations may show
+	// (the caller's credentials, which the HTTP hooks' payloads carry):
+	// each is replaced by "[redacted]" in PluginError.Cause and in the
+	// reported model's message, hence in logs, spans and client errors.
+	Secrets []string
 
 	locals map[string]*localContext // by lower-case plugin name
 }
@@ -72,7 +77,7 @@ func (rc *RequestContext) PluginContext(plugin string) *cpex.PluginContext {
 // changing rc: the global state and metadata and every plugin's local
 // context are copied (one level deep).
 func (rc *RequestContext) Clone() *RequestContext {
-	c := &RequestContext{Global: rc.Global}
+	c := &RequestContext{Global: rc.Global, Secrets: rc.Secrets}
 	c.Global.State = cloneMap(rc.Global.State)
 	c.Global.Metadata = cloneMap(rc.Global.Metadata)
 	if rc.locals != nil {

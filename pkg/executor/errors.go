@@ -3,6 +3,7 @@ package executor
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
@@ -51,3 +52,37 @@ func (e *PluginError) Error() string {
 
 // Unwrap returns the cause.
 func (e *PluginError) Unwrap() error { return e.Cause }
+
+// redact hides secrets in e's texts: a plugin or its server may echo its
+// input back (a validation error quoting the payload), and an HTTP hook's
+// payload carries the caller's credentials.
+func (e *PluginError) redact(secrets []string) {
+	if len(secrets) == 0 {
+		return
+	}
+	e.Cause = redactedError{err: e.Cause, secrets: secrets}
+	if e.Model != nil {
+		e.Model.Message = redactText(e.Model.Message, secrets)
+	}
+}
+
+// redactedError is err whose text shows none of secrets; errors.Is and As
+// see err.
+type redactedError struct {
+	err     error
+	secrets []string
+}
+
+func (r redactedError) Error() string { return redactText(r.err.Error(), r.secrets) }
+
+func (r redactedError) Unwrap() error { return r.err }
+
+// redactText replaces every secret in s by "[redacted]".
+func redactText(s string, secrets []string) string {
+	for _, v := range secrets {
+		if v != "" {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
+}

@@ -363,7 +363,7 @@ type reply struct {
 
 // invoke calls one plugin under the per-plugin timeout. It touches no
 // per-request state, so it may run on any goroutine.
-func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) reply {
+func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext, secrets []string) reply {
 	if err := ctx.Err(); err != nil {
 		cause := err
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -386,6 +386,7 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 		pe.Timeout = true
 		pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
 	}
+	pe.redact(secrets)
 	r.err = pe
 	return r
 }

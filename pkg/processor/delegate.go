@@ -124,3 +124,25 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+// minSecret is the shortest credential value redacted from error texts:
+// replacing shorter strings would garble a message more than it hides.
+const minSecret = 8
+
+// credentialSecrets returns the caller's credentials in headers (each
+// credential header's value, and its token after the scheme), which no
+// plugin error text may show (executor.RequestContext.Secrets).
+func credentialSecrets(headers map[string]string) []string {
+	var out []string
+	for k := range config.CredentialHeaders() {
+		v := headers[k]
+		if len(v) < minSecret {
+			continue
+		}
+		out = append(out, v)
+		if _, tok, ok := strings.Cut(v, " "); ok && len(tok) >= minSecret {
+			out = append(out, tok)
+		}
+	}
+	return out
+}

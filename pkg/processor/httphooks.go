@@ -49,6 +49,7 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	st.ensureContext()
 	headers := requestHeaderMap(h)
 	rc := executor.NewRequestContext(st.global)
+	rc.Secrets = credentialSecrets(headers)
 	if pre {
 		if refused := st.preRequest(h, method, path, headers, rc); refused != nil {
 			return refused

@@ -62,6 +62,7 @@ func (st *stream) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *ext
 	rc := st.httpContext
 	if rc == nil {
 		rc = executor.NewRequestContext(st.global)
+		rc.Secrets = credentialSecrets(st.httpReq.headers)
 	}
 	out := st.snap.Hooks.Run(st.ctx, cpex.HTTPPostRequest, payload, rc, executor.Target{})
 	if r, blocked := st.refusalOf(out, 0, nil, cpex.HTTPPostRequest); blocked {
