@@ -64,15 +64,23 @@ func newHarness(t *testing.T, yaml string, plugins ...pluginserver.Plugin) *harn
 type harnessOptions struct {
 	server []plugintest.Option
 	proc   func(*processor.Options)
+	// url, if set, is ${PLUGIN_URL}: a plugin server the test started
+	// itself (the TypeScript SDK one); no Go plugin server is started.
+	url string
 }
 
 func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...pluginserver.Plugin) *harness {
 	t.Helper()
-	ps := pluginserver.NewWithOptions(nil, plugins...)
-	srv := plugintest.Start(t, ps.Handler, plugintest.GoSDK, ho.server...)
+	url := ho.url
+	var srv *plugintest.Server
+	if url == "" {
+		ps := pluginserver.NewWithOptions(nil, plugins...)
+		srv = plugintest.Start(t, ps.Handler, plugintest.GoSDK, ho.server...)
+		url = srv.URL()
+	}
 	cfg, err := config.Parse([]byte(yaml), func(k string) (string, bool) {
 		if k == "PLUGIN_URL" {
-			return srv.URL(), true
+			return url, true
 		}
 		return "", false
 	})

@@ -37,6 +37,7 @@ function compile(p) {
       mode: p.mode ?? "sequential",
       priority: p.priority ?? 50,
     },
+    http: p.http ?? {},
     deny: (p.deny ?? []).map((s) => regex(s, "")),
     redact: (p.redact ?? []).map((r) => ({ re: regex(r.pattern, "g"), with: r.replacement })),
   };
@@ -73,7 +74,47 @@ function redact(v, rules, key) {
   return v;
 }
 
+// httpHook answers cpex's HTTP, auth and identity hooks as plugin.http
+// says: {tokens: {TOKEN: EMAIL}, add_headers, block_header, allow: {EMAIL:
+// [permission]}, delegate_prefix, post_headers}. It returns undefined for
+// other hooks.
+function httpHook(plugin, hookType, payload) {
+  const h = plugin.http;
+  const ok = (modified) => ({ continue_processing: true, modified_payload: modified ?? null, metadata: {} });
+  const block = (status, reason, headers) => ({
+    continue_processing: false,
+    violation: { reason, description: reason, code: "DENIED", details: {}, http_status_code: status, http_headers: headers ?? {} },
+    metadata: {},
+  });
+  switch (hookType) {
+    case "http_pre_request":
+      if (h.block_header && h.block_header in payload.headers) return block(403, `${h.block_header} present`);
+      return ok({ ...payload.headers, ...(h.add_headers ?? {}) });
+    case "http_auth_resolve_user": {
+      if (!payload.credentials) return ok(null);
+      const email = (h.tokens ?? {})[payload.credentials.credentials];
+      if (payload.credentials.scheme !== "Bearer" || !email) {
+        return block(401, "Invalid token", { "WWW-Authenticate": "Bearer" });
+      }
+      return ok({ email, full_name: email.split("@")[0], is_admin: false, is_active: true });
+    }
+    case "http_auth_check_permission": {
+      const granted = ((h.allow ?? {})[payload.user_email] ?? []).includes(payload.permission);
+      return ok({ granted, reason: `${payload.user_email || "anonymous"} ${granted ? "may" : "may not"} ${payload.permission}` });
+    }
+    case "token_delegate": {
+      const token = (h.delegate_prefix ?? "delegated-") + payload.target_name;
+      return ok({ delegated_token: token, forwarded_headers: { authorization: `Bearer ${token}` } });
+    }
+    case "http_post_request":
+      return ok(h.post_headers ?? {});
+  }
+  return undefined;
+}
+
 function runHook(plugin, hookType, payload) {
+  const answer = httpHook(plugin, hookType, payload);
+  if (answer) return answer;
   for (const s of strings(payload)) {
     const hit = plugin.deny.find((re) => re.test(s));
     if (hit) {
