@@ -179,22 +179,24 @@ func settableHeader(k, v string, clientSent, allowCredentials bool) bool {
 	return !strings.ContainsAny(v, "\r\n\x00")
 }
 
-// withHeaderSets adds the headers http_pre_request set to a request-headers
-// reply (a copy: the canned replies are shared).
-func (st *stream) withHeaderSets(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
-	if len(st.headerSets) == 0 || resp.GetRequestHeaders() == nil {
+// withSetHeaders returns resp with sets added to the header mutation of
+// the headers reply headersOf finds in it (GetRequestHeaders or
+// GetResponseHeaders): a copy, since the canned replies are shared. resp
+// is returned as is when there is nothing to set or no such reply.
+func withSetHeaders(resp *extprocv3.ProcessingResponse, headersOf func(*extprocv3.ProcessingResponse) *extprocv3.HeadersResponse, sets map[string]string) *extprocv3.ProcessingResponse {
+	if len(sets) == 0 || headersOf(resp) == nil {
 		return resp
 	}
 	resp = proto.Clone(resp).(*extprocv3.ProcessingResponse)
-	rh := resp.GetRequestHeaders()
-	if rh.Response == nil {
-		rh.Response = &extprocv3.CommonResponse{}
+	hr := headersOf(resp)
+	if hr.Response == nil {
+		hr.Response = &extprocv3.CommonResponse{}
 	}
-	if rh.Response.HeaderMutation == nil {
-		rh.Response.HeaderMutation = &extprocv3.HeaderMutation{}
+	if hr.Response.HeaderMutation == nil {
+		hr.Response.HeaderMutation = &extprocv3.HeaderMutation{}
 	}
-	for k, v := range st.headerSets {
-		rh.Response.HeaderMutation.SetHeaders = append(rh.Response.HeaderMutation.SetHeaders, header(k, v))
+	for k, v := range sets {
+		hr.Response.HeaderMutation.SetHeaders = append(hr.Response.HeaderMutation.SetHeaders, header(k, v))
 	}
 	return resp
 }

@@ -113,22 +113,3 @@ func statusHeader(h *extprocv3.HttpHeaders) *corev3.HeaderValue {
 	return nil
 }
 
-// withResponseSets adds the headers http_post_request set to a
-// response-headers reply (a copy: the canned replies are shared).
-func withResponseSets(resp *extprocv3.ProcessingResponse, sets map[string]string) *extprocv3.ProcessingResponse {
-	if len(sets) == 0 || resp.GetResponseHeaders() == nil {
-		return resp
-	}
-	resp = proto.Clone(resp).(*extprocv3.ProcessingResponse)
-	rh := resp.GetResponseHeaders()
-	if rh.Response == nil {
-		rh.Response = &extprocv3.CommonResponse{}
-	}
-	if rh.Response.HeaderMutation == nil {
-		rh.Response.HeaderMutation = &extprocv3.HeaderMutation{}
-	}
-	for k, v := range sets {
-		rh.Response.HeaderMutation.SetHeaders = append(rh.Response.HeaderMutation.SetHeaders, header(k, v))
-	}
-	return resp
-}

@@ -33,7 +33,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 			return st.canned.inspectRequestOnly
 		}
 	}
-	return st.withResponseHeaders(st.withHeaderSets(st.decideRequest(h, method, path, authority, encoding)))
+	return st.withResponseHeaders(withSetHeaders(st.decideRequest(h, method, path, authority, encoding), (*extprocv3.ProcessingResponse).GetRequestHeaders, st.headerSets))
 }
 
 // decideRequest chooses what to ask Envoy for (see requestHeaders).

@@ -29,7 +29,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 	if refused != nil {
 		return refused
 	}
-	return withResponseSets(st.responseMode(h), sets)
+	return withSetHeaders(st.responseMode(h), (*extprocv3.ProcessingResponse).GetResponseHeaders, sets)
 }
 
 // responseMode answers the response headers with the body mode.
