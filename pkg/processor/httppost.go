@@ -112,4 +112,3 @@ func statusHeader(h *extprocv3.HttpHeaders) *corev3.HeaderValue {
 	}
 	return nil
 }
-
