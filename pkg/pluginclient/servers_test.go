@@ -2,6 +2,7 @@ package pluginclient
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -155,7 +156,8 @@ func TestQuietPeriodsTwoReplicas(t *testing.T) {
 		t.Run(fam.name, func(t *testing.T) {
 			a, b := fam.start(t, keepAlive), fam.start(t, keepAlive)
 			lb := plugintest.StartBalancer(t, a.addr, b.addr)
-			pool := newPool(t, []config.Plugin{external("guard", lb.URL())}, Options{Slots: slots})
+			causes := &causeRecorder{}
+			pool := newPool(t, []config.Plugin{external("guard", lb.URL())}, Options{Slots: slots, Observer: causes})
 			load(t, pool, 8, 300*time.Millisecond, nil)
 			for i := range 2 {
 				before := pool.Stats("guard").Rebuilds
@@ -165,7 +167,36 @@ func TestQuietPeriodsTwoReplicas(t *testing.T) {
 					t.Errorf("quiet period %d: %d rebuilds, want at most one per session (%d)", i+1, n, slots)
 				}
 			}
+			// The other replica said so: every rebuild is counted as not_found.
+			if got, n := causes.counts(), pool.Stats("guard").Rebuilds; got[CauseNotFound] != int(n) || len(got) > 1 {
+				t.Errorf("rebuild causes %v for %d rebuilds, want all %s", got, n, CauseNotFound)
+			}
 			t.Logf("stats %+v; initializes %d + %d", pool.Stats("guard"), a.initializes(), b.initializes())
 		})
 	}
+}
+
+// causeRecorder is an Observer that also counts rebuilds by cause
+// (SessionObserver).
+type causeRecorder struct {
+	recorder
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (c *causeRecorder) OnRebuildCause(_, cause string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by == nil {
+		c.by = map[string]int{}
+	}
+	c.by[cause]++
+}
+
+func (c *causeRecorder) OnSessions(string, Sessions) {}
+
+func (c *causeRecorder) counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.by)
 }

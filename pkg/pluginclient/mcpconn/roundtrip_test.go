@@ -264,3 +264,26 @@ func TestWithHeaders(t *testing.T) {
 		t.Error("RoundTrip modified the caller's request")
 	}
 }
+
+// A session-gone answer says which connection it came on, so that a rebuild
+// after a new connection reached another replica reads as such in the log.
+func TestSessionGoneNamesItsConnection(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "session not found", http.StatusNotFound)
+	}))
+	defer srv.Close()
+	for dials, want := range map[int64]string{1: "the connection the session was made on", 2: "connection #2"} {
+		rt := newSessionRT(srv.Client().Transport, func() int64 { return dials })
+		req, _ := http.NewRequest(http.MethodPost, srv.URL, strings.NewReader(`{}`))
+		req.Header.Set(sessionHeader, "s1")
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		lost := rt.lostErr()
+		if !errors.Is(lost, wireconn.ErrSessionGone) || !strings.Contains(lost.Error(), want) {
+			t.Errorf("%d dials: lost = %v, want ErrSessionGone mentioning %q", dials, lost, want)
+		}
+	}
+}
