@@ -105,12 +105,9 @@ func (st *stream) syncRecords(h *extprocv3.HttpHeaders) {
 	if !ok {
 		return
 	}
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		if hv.GetKey() == "content-type" {
-			if mt, _, _ := mime.ParseMediaType(headerValue(hv)); mt == "text/event-stream" {
-				s.Sync(st.ctx)
-			}
-			return
+	if hv := findHeader(h.GetHeaders(), "content-type"); hv != nil {
+		if mt, _, _ := mime.ParseMediaType(headerValue(hv)); mt == "text/event-stream" {
+			s.Sync(st.ctx)
 		}
 	}
 }

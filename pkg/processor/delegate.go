@@ -3,6 +3,7 @@ package processor
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -85,7 +86,7 @@ func (st *stream) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation, e
 		ed.headers[k] = v
 	}
 	for k := range config.CredentialHeaders() {
-		if _, set := ed.headers[k]; !set && st.sentHeader(k) && !containsString(ed.remove, k) {
+		if _, set := ed.headers[k]; !set && st.sentHeader(k) && !slices.Contains(ed.remove, k) {
 			ed.remove = append(ed.remove, k)
 		}
 	}
@@ -94,35 +95,14 @@ func (st *stream) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation, e
 }
 
 // sentHeader reports whether the request has header k.
-func (st *stream) sentHeader(k string) bool {
-	for _, hv := range st.headers.GetHeaders() {
-		if hv.GetKey() == k {
-			return true
-		}
-	}
-	return false
-}
+func (st *stream) sentHeader(k string) bool { return findHeader(st.headers, k) != nil }
 
 // bearerToken returns the caller's bearer token ("" when there is none).
 func (st *stream) bearerToken() string {
-	for _, hv := range st.headers.GetHeaders() {
-		if hv.GetKey() != "authorization" {
-			continue
-		}
-		if scheme, tok, ok := strings.Cut(headerValue(hv), " "); ok && strings.EqualFold(scheme, "bearer") {
-			return strings.TrimSpace(tok)
-		}
+	if scheme, tok, ok := strings.Cut(headerValue(findHeader(st.headers, "authorization")), " "); ok && strings.EqualFold(scheme, "bearer") {
+		return strings.TrimSpace(tok)
 	}
 	return ""
-}
-
-func containsString(list []string, s string) bool {
-	for _, e := range list {
-		if e == s {
-			return true
-		}
-	}
-	return false
 }
 
 // minSecret is the shortest credential value redacted from error texts:

@@ -6,7 +6,6 @@ import (
 	"strconv"
 	"strings"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
@@ -53,7 +52,7 @@ func (st *stream) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *ext
 		return nil, nil
 	}
 	resp := requestHeaderMap(h)
-	status, _ := strconv.Atoi(headerValue(statusHeader(h)))
+	status, _ := strconv.Atoi(headerValue(findHeader(h.GetHeaders(), ":status")))
 	payload, err := json.Marshal(cpex.HTTPPostRequestPayload{Path: st.httpReq.path, Method: st.httpReq.method,
 		Headers: st.httpReq.headers, ResponseHeaders: resp, StatusCode: status})
 	if err != nil {
@@ -101,14 +100,4 @@ func (st *stream) settableSets(hook cpex.HookType, have, set map[string]string) 
 		out[k] = v
 	}
 	return out
-}
-
-// statusHeader returns the :status header of a response.
-func statusHeader(h *extprocv3.HttpHeaders) *corev3.HeaderValue {
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		if hv.GetKey() == ":status" {
-			return hv
-		}
-	}
-	return nil
 }

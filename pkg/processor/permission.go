@@ -93,10 +93,8 @@ func (st *stream) permissionPayload(perm permission) cpex.HTTPAuthCheckPermissio
 			p.UserEmail = u // a legacy user header
 		}
 	}
-	for _, hv := range st.headers.GetHeaders() {
-		if hv.GetKey() == "user-agent" {
-			p.UserAgent = headerValue(hv)
-		}
+	if hv := findHeader(st.headers, "user-agent"); hv != nil {
+		p.UserAgent = headerValue(hv)
 	}
 	return p
 }

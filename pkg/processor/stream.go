@@ -214,6 +214,17 @@ func headerBytes(hv *corev3.HeaderValue) []byte {
 	return []byte(hv.GetValue())
 }
 
+// findHeader returns the first header named name (lower case) in hm, or
+// nil.
+func findHeader(hm *corev3.HeaderMap, name string) *corev3.HeaderValue {
+	for _, hv := range hm.GetHeaders() {
+		if hv.GetKey() == name {
+			return hv
+		}
+	}
+	return nil
+}
+
 func headerValue(hv *corev3.HeaderValue) string {
 	if raw := hv.GetRawValue(); len(raw) > 0 {
 		return string(raw)
