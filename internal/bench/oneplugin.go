@@ -9,6 +9,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/nodeplugin"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver/policy"
 )
 
 // onePlugin: tools/call with one enforcing plugin vs Minimal + the same
@@ -91,9 +92,7 @@ func (r *runner) onePluginCompare(ctx context.Context, s namedSetup, mini, none 
 // startNodePolicySetup serves the policy plugin on the TypeScript SDK
 // plugin server (a Node.js process) and starts a sidecar to it.
 func startNodePolicySetup(ctx context.Context, cl *closers) (*policySetup, error) {
-	pol, err := json.Marshal(map[string]any{"plugins": []map[string]any{{
-		"name": "Policy", "deny": []string{`(?i)drop\s+table`}, "hooks": []string{"tool_pre_invoke"},
-	}}})
+	pol, err := json.Marshal(map[string]any{"plugins": []policy.Config{policyConfig()}})
 	if err != nil {
 		return nil, err
 	}

@@ -310,10 +310,14 @@ func policySetupAt(ctx context.Context, cl *closers, name, url string, calls fun
 	return &policySetup{calls: calls, sc: sc, call: call}, nil
 }
 
-// policyPlugin is the enforcing plugin of the one-plugin scenarios.
-func policyPlugin() (pluginserver.Plugin, error) {
-	return policy.New(policy.Config{Name: "Policy", Deny: []string{`(?i)drop\s+table`}, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}, nil)
+// policyConfig is the enforcing plugin of the one-plugin scenarios, served
+// by the Go policy plugin or by the TypeScript SDK server.
+func policyConfig() policy.Config {
+	return policy.Config{Name: "Policy", Deny: []string{`(?i)drop\s+table`}, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}
 }
+
+// policyPlugin is policyConfig as a Go plugin.
+func policyPlugin() (pluginserver.Plugin, error) { return policy.New(policyConfig(), nil) }
 
 // pluginContext is the context the processor sends with a request's hooks.
 func pluginContext() *cpex.PluginContext {

@@ -128,8 +128,9 @@ type Stats struct {
 	// Rebuilds counts session rebuilds started after a session loss, one
 	// per loss however many calls saw it.
 	Rebuilds uint64
-	// Retries counts calls retried on a rebuilt session; RetryFailures
-	// those whose retry failed too.
+	// Retries counts calls retried after getting no answer (on the same
+	// session when it answered a ping, else on a rebuilt one);
+	// RetryFailures those whose retry failed too.
 	Retries       uint64
 	RetryFailures uint64
 	// CircuitOpens counts transitions to Down.
@@ -148,7 +149,8 @@ type Stats struct {
 type Observer interface {
 	// OnRebuild is called when a session rebuild starts after a loss.
 	OnRebuild(plugin string)
-	// OnRetry is called after a call was retried on a rebuilt session.
+	// OnRetry is called after a call that got no answer was retried (on
+	// the same session, or a rebuilt one).
 	OnRetry(plugin string, ok bool)
 	// OnStateChange is called on every state transition.
 	OnStateChange(plugin string, from, to State)
