@@ -303,11 +303,17 @@ func (c *Client) setEffective(merged config.Plugin) {
 }
 
 // State returns the plugin's state: Ready while any slot is, Down when every
-// slot's circuit is open (or no endpoint is known), else Connecting.
+// slot's circuit is open (or no endpoint is known), else Connecting. It is
+// read from the slots themselves, so a call that just failed with
+// ErrPluginDown never sees Ready here (the state reported to the Observer
+// follows a moment later); after Close it is the last state reported.
 func (c *Client) State() State {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.state
+	if c.closed {
+		return c.state
+	}
+	return aggregate(c.current(), c.isResolved())
 }
 
 // Stats returns the counters.
