@@ -58,6 +58,10 @@ type Identity struct {
 	Teams  []string
 	// IsAdmin is what a resolve hook said (is_admin); no other source sets it.
 	IsAdmin bool
+	// Claims is the verified JWT payload the identity came from (SourceJWT
+	// only; nil otherwise). Rules read it as identity.claims; it is never
+	// copied into the plugin context.
+	Claims *structpb.Struct
 }
 
 // Verified reports whether id comes from what Envoy verified (a JWT, the

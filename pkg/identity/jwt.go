@@ -54,6 +54,7 @@ func (s *jwtSource) resolve(r *Request) (Identity, bool) {
 	id.Name, _ = bounded(claimString(payload, s.name))
 	id.Roles = boundedList(claimStrings(payload, s.roles))
 	id.Teams = boundedList(claimStrings(payload, s.teams))
+	id.Claims = payload
 	return id, true
 }
 
