@@ -121,6 +121,7 @@ func (x *exchange) extendTimer(t *time.Timer, d *durationpb.Duration, extended *
 
 // accept checks a reply against the reply rule.
 func (x *exchange) accept(r *extprocv3.ProcessingResponse, want phase) (*extprocv3.ProcessingResponse, error) {
+	x.env.receive(&x.f.Forwarding, r, x.res)
 	got := replyPhase(r)
 	if got == phaseImmediate {
 		return nil, x.immediate(r.GetImmediateResponse())

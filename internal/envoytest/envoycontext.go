@@ -1,6 +1,8 @@
 package envoytest
 
 import (
+	"slices"
+
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
@@ -18,6 +20,14 @@ import (
 //     "envoy.filters.http.ext_proc": a Struct of the request_attributes
 //     Envoy could evaluate. Attributes it cannot evaluate (no peer
 //     certificate on a plaintext connection) are left out.
+//   - dynamic_metadata of any reply is written to the stream's dynamic
+//     metadata before the reply is acted on (an immediate_response too):
+//     each top-level key is a namespace, kept only when it is listed in
+//     metadata_options.receiving_namespaces.untyped and its value is a
+//     Struct, and merged key by key into what the namespace holds (as
+//     StreamInfo::setDynamicMetadata merges). Anything else is dropped
+//     silently, as Envoy does; the fake notes it in Result.Notes and
+//     Result.DroppedMetadata.
 // Response attributes are not modelled. Without forwarding namespaces Envoy
 // still sends an empty metadata_context; the fake leaves it unset, which
 // reads the same.
@@ -30,6 +40,9 @@ type Forwarding struct {
 	// RequestAttributes is request_attributes (e.g.
 	// "connection.uri_san_peer_certificate").
 	RequestAttributes []string
+	// ReceivingNamespaces is metadata_options.receiving_namespaces.untyped:
+	// the namespaces the server may write dynamic metadata to. Empty: none.
+	ReceivingNamespaces []string
 }
 
 // StreamInfo is what Envoy knows of a request besides its headers.
@@ -90,4 +103,37 @@ func isRequestMessage(m *extprocv3.ProcessingRequest) bool {
 		return true
 	}
 	return false
+}
+
+// receive writes the dynamic metadata of a reply, as Envoy does, into
+// res.DynamicMetadata.
+func (e *envoyContext) receive(f *Forwarding, r *extprocv3.ProcessingResponse, res *Result) {
+	md := r.GetDynamicMetadata()
+	if md == nil {
+		return
+	}
+	for ns, v := range md.GetFields() {
+		s := v.GetStructValue()
+		switch {
+		case !slices.Contains(f.ReceivingNamespaces, ns):
+			res.DroppedMetadata = append(res.DroppedMetadata, ns)
+			res.note("dynamic metadata namespace %q dropped: not in metadata_options.receiving_namespaces.untyped", ns)
+			continue
+		case s == nil:
+			res.DroppedMetadata = append(res.DroppedMetadata, ns)
+			res.note("dynamic metadata namespace %q dropped: not a Struct", ns)
+			continue
+		}
+		if res.DynamicMetadata == nil {
+			res.DynamicMetadata = map[string]*structpb.Struct{}
+		}
+		cur := res.DynamicMetadata[ns]
+		if cur == nil {
+			cur = &structpb.Struct{Fields: map[string]*structpb.Value{}}
+			res.DynamicMetadata[ns] = cur
+		}
+		for k, fv := range s.GetFields() {
+			cur.Fields[k] = proto.Clone(fv).(*structpb.Value)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package envoytest
 
 import (
 	"net/http"
+	"slices"
 	"testing"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -54,5 +55,32 @@ func TestMetadataAndAttributes(t *testing.T) {
 		if m.GetMetadataContext() != nil || m.GetAttributes() != nil {
 			t.Errorf("message %d: nothing asked, sent metadata %v attributes %v", i, m.GetMetadataContext(), m.GetAttributes())
 		}
+	}
+}
+
+func TestReceivedMetadataOnlyInReceivingNamespaces(t *testing.T) {
+	decision := &structpb.Struct{Fields: map[string]*structpb.Value{"decision": structpb.NewStringValue("blocked")}}
+	later := &structpb.Struct{Fields: map[string]*structpb.Value{"name": structpb.NewStringValue("echo")}}
+	var e envoyContext
+	res := &Result{}
+	e.receive(&Forwarding{ReceivingNamespaces: []string{"mcp_extproc"}}, &extprocv3.ProcessingResponse{DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+		"mcp_extproc": structpb.NewStructValue(decision),
+		"elsewhere":   structpb.NewStructValue(decision),
+		"scalar":      structpb.NewStringValue("x"),
+	}}}, res)
+	e.receive(&Forwarding{ReceivingNamespaces: []string{"mcp_extproc", "scalar"}}, &extprocv3.ProcessingResponse{DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
+		"mcp_extproc": structpb.NewStructValue(later),
+		"scalar":      structpb.NewStringValue("x"),
+	}}}, res)
+	got := res.DynamicMetadata["mcp_extproc"].AsMap()
+	if got["decision"] != "blocked" || got["name"] != "echo" {
+		t.Errorf("mcp_extproc = %v, want both writes merged", got)
+	}
+	if len(res.DynamicMetadata) != 1 {
+		t.Errorf("namespaces kept = %v, want only mcp_extproc", res.DynamicMetadata)
+	}
+	slices.Sort(res.DroppedMetadata)
+	if want := []string{"elsewhere", "scalar", "scalar"}; !slices.Equal(res.DroppedMetadata, want) {
+		t.Errorf("dropped = %v, want %v", res.DroppedMetadata, want)
 	}
 }

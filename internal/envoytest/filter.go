@@ -37,6 +37,7 @@ import (
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Defaults of the filter configuration, as in Envoy.
@@ -273,6 +274,12 @@ type Result struct {
 	// RejectedMutations lists header mutations Envoy ignores under its
 	// mutation rules ("set x-envoy-foo", "remove :path").
 	RejectedMutations []string
+	// DynamicMetadata is the dynamic metadata the server wrote and Envoy
+	// kept, by namespace, merged over the exchange (envoycontext.go): what
+	// later filters and the access log read. DroppedMetadata lists the
+	// namespaces it wrote that Envoy dropped (not receiving, not a Struct).
+	DynamicMetadata map[string]*structpb.Struct
+	DroppedMetadata []string
 	// Notes lists what a careful reader of Envoy's logs would see: ignored
 	// mutations, dropped content-length, a server that did not end the stream.
 	Notes []string
