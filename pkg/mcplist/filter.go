@@ -13,7 +13,7 @@ import (
 // without the items for which hide(name) is true, and how many were dropped.
 // When nothing is dropped it returns result itself (same slice, no copy);
 // otherwise a new slice, and result is not modified. hide is called once per
-// item, in order.
+// item, in order; on an error it may have been called for some items.
 //
 // name is the item's NameKey member when it is a JSON string (unescaped),
 // else "" (no such member, or a number, null, ...): hide decides on "".
@@ -40,9 +40,10 @@ import (
 // two "nextCursor" members) are not this package's concern and are
 // accepted, as encoding/json accepts them.
 //
-// The work is one pass over result, linear in its length; the only
-// allocations are the decoder, one output buffer of at most len(result)
-// bytes when something is dropped, and each name handed to hide.
+// The work is one pass over result, linear in its length. Allocations: the
+// decoder, a scratch buffer if member names or names have escapes, one
+// output buffer of at most len(result) bytes when something is dropped, and
+// each name handed to hide (a new string, so hide may keep it).
 func (l *List) Filter(result []byte, hide func(name string) bool) (out []byte, dropped int, err error) {
 	f := filter{l: l, src: result, hide: hide}
 	f.dec = jsontext.NewDecoder(bytes.NewBuffer(result), jsontext.AllowDuplicateNames(true))
