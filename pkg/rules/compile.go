@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -188,6 +189,7 @@ func compileRule(env *cel.Env, i int, r *Rule, limit uint64) (compiled, []Issue)
 			is := Issue{Index: i, Rule: r.Name, Field: "deny", Message: strings.TrimSuffix(e.Message, " (in container '')")}
 			if e.Location != nil && e.Location.Line() > 0 {
 				is.Line, is.Column = e.Location.Line(), e.Location.Column()+1
+				is.Message = explainUndeclared(is.Message, r.Deny, is.Line, is.Column)
 			}
 			issues = append(issues, is)
 		}
@@ -210,4 +212,45 @@ func compileRule(env *cel.Env, i int, r *Rule, limit uint64) (compiled, []Issue)
 		return c, []Issue{{Index: i, Rule: r.Name, Field: "deny", Message: fmt.Sprintf("preparing the program: %v", err)}}
 	}
 	return c, nil
+}
+
+// explainUndeclared rewrites CEL's message about an undeclared root of a
+// qualified variable ("undeclared reference to 'mcp' (did you mean
+// 'map'?)", for mcp.x) to name the whole reference at line:column of expr
+// and the variables under that root.
+func explainUndeclared(msg, expr string, line, column int) string {
+	const prefix = "undeclared reference to '"
+	rest, ok := strings.CutPrefix(msg, prefix)
+	if !ok {
+		return msg
+	}
+	root, _, _ := strings.Cut(rest, "'")
+	var under []string
+	for _, name := range variables {
+		if strings.HasPrefix(name, root+".") {
+			under = append(under, name)
+		}
+	}
+	if len(under) == 0 {
+		return msg
+	}
+	return fmt.Sprintf("%s%s': the variables under %s are %s", prefix, referenceAt(expr, line, column), root, strings.Join(under, ", "))
+}
+
+// referenceAt returns the dotted name that starts at line:column (1-based,
+// in characters) of expr.
+func referenceAt(expr string, line, column int) string {
+	lines := strings.Split(expr, "\n")
+	if line > len(lines) {
+		return ""
+	}
+	text := []rune(lines[line-1])
+	if column < 1 || column > len(text) {
+		return ""
+	}
+	end := column - 1
+	for end < len(text) && (text[end] == '.' || text[end] == '_' || unicode.IsLetter(text[end]) || unicode.IsDigit(text[end])) {
+		end++
+	}
+	return string(text[column-1 : end])
 }
