@@ -1,8 +1,8 @@
 package rules
 
 import (
-	"encoding/json"
 	"fmt"
+	"github.com/go-json-experiment/json"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
@@ -141,9 +141,10 @@ func (a *activation) arguments() ref.Val {
 	return types.NewStringInterfaceMap(a.set.env.CELTypeAdapter(), m)
 }
 
-// partialActivation is an activation with mcp.arguments unknown.
+// partialActivation is an activation with some variables unknown.
 type partialActivation struct {
 	*activation
+	unknown []*interpreter.AttributePattern
 }
 
 // AsPartialActivation makes the interpreter find the unknown patterns.
@@ -153,5 +154,5 @@ func (p *partialActivation) AsPartialActivation() (interpreter.PartialActivation
 
 // UnknownAttributePatterns implements [interpreter.PartialActivation].
 func (p *partialActivation) UnknownAttributePatterns() []*interpreter.AttributePattern {
-	return p.set.unknownArgs
+	return p.unknown
 }

@@ -26,6 +26,9 @@ func (s *Set) Check(in *Input) Verdict {
 	a := &activation{set: s, in: in}
 	for i := range s.rules {
 		c := &s.rules[i]
+		if c.skips(in.Method, in.Name) {
+			continue
+		}
 		out, _, err := c.prog.Eval(a)
 		if deny, err := denies(out, err); deny {
 			return Verdict{Rule: c.rule, Err: err}

@@ -138,7 +138,11 @@ func Compile(rs []Rule, o Options) (*Set, []Issue) {
 		env:         env,
 		rules:       make([]compiled, len(rs)),
 		unknownArgs: []*interpreter.AttributePattern{interpreter.NewAttributePattern(variables[varArguments])},
-		empty:       newEmptyValues(env),
+		unknownNameArgs: []*interpreter.AttributePattern{
+			interpreter.NewAttributePattern(variables[varName]),
+			interpreter.NewAttributePattern(variables[varArguments]),
+		},
+		empty: newEmptyValues(env),
 	}
 	list := slices.Clone(rs)
 	seen := map[string]int{}
@@ -203,10 +207,16 @@ func compileRule(env *cel.Env, i int, r *Rule, limit uint64) (compiled, []Issue)
 			c.vars |= bit(v)
 		}
 	}
+	expr := ast.NativeRep().Expr()
+	c.name, c.method = guards(expr)
+	var opts []cel.ProgramOption
+	if metered(expr) {
+		opts = append(opts, cel.CostLimit(limit))
+	}
 	var err error
-	c.prog, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CostLimit(limit))
-	if err == nil && c.vars&bit(varArguments) != 0 {
-		c.partial, err = env.Program(ast, cel.EvalOptions(cel.OptOptimize, cel.OptPartialEval), cel.CostLimit(limit))
+	c.prog, err = env.Program(ast, append(opts, cel.EvalOptions(cel.OptOptimize))...)
+	if err == nil && c.vars&(bit(varArguments)|bit(varName)) != 0 {
+		c.partial, err = env.Program(ast, append(opts, cel.EvalOptions(cel.OptOptimize, cel.OptPartialEval))...)
 	}
 	if err != nil {
 		return c, []Issue{{Index: i, Rule: r.Name, Field: "deny", Message: fmt.Sprintf("preparing the program: %v", err)}}

@@ -83,16 +83,26 @@ type Set struct {
 	rules []compiled
 	env   *cel.Env
 	empty emptyValues
-	// unknownArgs marks mcp.arguments unknown, for a Lister.
-	unknownArgs []*interpreter.AttributePattern
+	// unknownArgs marks mcp.arguments unknown, unknownNameArgs mcp.name
+	// too, for a Lister.
+	unknownArgs, unknownNameArgs []*interpreter.AttributePattern
 }
 
 // compiled is one rule, ready to run.
 type compiled struct {
 	rule    *Rule
 	prog    cel.Program // plain evaluation
-	partial cel.Program // with mcp.arguments unknown; nil unless the rule reads it
+	partial cel.Program // for unknown values; nil unless the rule reads mcp.name or mcp.arguments
 	vars    uint32      // the variables it reads, a bit per index of variables
+	// name and method are the values of mcp.name and mcp.method the rule
+	// can deny at all; see guard.
+	name, method guard
+}
+
+// skips reports whether c is false for a request with this method and name
+// without running it.
+func (c *compiled) skips(method, name string) bool {
+	return !c.method.admits(method) || !c.name.admits(name)
 }
 
 // Len returns the number of rules.

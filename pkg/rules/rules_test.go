@@ -313,7 +313,7 @@ func TestPartialUnknown(t *testing.T) {
 	if c.partial == nil {
 		t.Fatal("no partial program for a rule that reads mcp.arguments")
 	}
-	out, _, err := c.partial.Eval(&partialActivation{&activation{set: s, in: &Input{}}})
+	out, _, err := c.partial.Eval(&partialActivation{&activation{set: s, in: &Input{}}, s.unknownArgs})
 	if err != nil || !types.IsUnknown(out) {
 		t.Fatalf("partial eval = %v, %v; want unknown", out, err)
 	}
