@@ -3,6 +3,7 @@ module github.com/mcp-extproc/mcp-extproc
 go 1.26.8
 
 require (
+	cel.dev/cel-go v0.33.2
 	github.com/agnivade/levenshtein v1.2.2
 	github.com/andybalholm/brotli v1.3.0
 	github.com/envoyproxy/go-control-plane/envoy v1.40.0
@@ -33,7 +34,6 @@ require (
 )
 
 require (
-	cel.dev/cel-go v0.33.2 // indirect
 	cel.dev/expr v0.25.3 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
