@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"cel.dev/cel-go/common/types"
@@ -403,4 +404,32 @@ func TestDenies(t *testing.T) {
 			t.Errorf("denies(%v, %v) = %v, %v; want %v, %q", tc.out, tc.err, deny, err, tc.deny, tc.msg)
 		}
 	}
+}
+
+// TestConcurrentUse: one Set serves many requests at once (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	s := compile(t, Options{}, "a", `mcp.name == "x" && !("admin" in identity.roles)`,
+		"b", `has(mcp.arguments.path) && !mcp.arguments.path.startsWith("/public/")`,
+		"c", `request.headers[?"x"].orValue("") == "deny"`)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				in := &Input{Method: "tools/call", Name: "x", Roles: []string{"dev"}, Arguments: []byte(`{"path":"/public/p"}`)}
+				if g%2 == 0 {
+					in.Roles = []string{"admin"}
+				}
+				v := s.Check(in)
+				if want := g%2 != 0; (v.Rule != nil) != want {
+					t.Errorf("goroutine %d, call %d: verdict %+v", g, i, v)
+					return
+				}
+				if _, hidden := s.Lister(in).Hidden("x"); hidden != (g%2 != 0) {
+					t.Errorf("goroutine %d, call %d: hidden %v", g, i, hidden)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
