@@ -433,3 +433,12 @@ func TestConcurrentUse(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestArgumentsStrict: arguments with a key given twice, which servers may
+// read either way, fail the rules that read them.
+func TestArgumentsStrict(t *testing.T) {
+	s := compile(t, Options{}, "r", `has(mcp.arguments.path) && mcp.arguments.path == "/etc"`)
+	if v := s.Check(&Input{Arguments: []byte(`{"path":"/ok","path":"/etc"}`)}); v.Rule == nil || v.Err == nil {
+		t.Errorf("duplicate key: verdict %+v, want a denial with an error", v)
+	}
+}
