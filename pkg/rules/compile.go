@@ -153,6 +153,7 @@ func Compile(rs []Rule, o Options) (*Set, []Issue) {
 		c, is := compileRule(env, i, r, limit)
 		issues = append(issues, is...)
 		s.rules[i] = c
+		s.vars |= c.vars
 	}
 	if len(issues) > 0 {
 		return nil, issues

@@ -81,6 +81,7 @@ func (i Issue) Error() string {
 // works on it and allows everything.
 type Set struct {
 	rules []compiled
+	vars  uint32 // the variables any rule reads
 	env   *cel.Env
 	empty emptyValues
 	// unknownArgs marks mcp.arguments unknown, unknownNameArgs mcp.name
@@ -119,13 +120,7 @@ func (s *Set) Reads(variable string) bool {
 	if s == nil {
 		return false
 	}
-	mask := variableMask(variable)
-	for i := range s.rules {
-		if s.rules[i].vars&mask != 0 {
-			return true
-		}
-	}
-	return false
+	return s.vars&variableMask(variable) != 0
 }
 
 // Variables returns the qualified names of the variables rule i (in
@@ -136,7 +131,7 @@ func (s *Set) Variables(i int) []string {
 	}
 	var names []string
 	for v, name := range variables {
-		if s.rules[i].vars&(1<<v) != 0 {
+		if s.rules[i].vars&bit(v) != 0 {
 			names = append(names, name)
 		}
 	}
