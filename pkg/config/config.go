@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
 // Config is a whole configuration file.
@@ -237,6 +238,12 @@ type Extproc struct {
 	// Attribution is where what each request and task was is remembered:
 	// in the process (default) or shared by replicas through Redis.
 	Attribution Attribution `yaml:"attribution,omitempty" json:"attribution,omitempty"`
+	// Rules are authorization rules: CEL expressions evaluated in order on
+	// every MCP request, which is refused when a rule's deny is true; list
+	// results hide the items whose call a rule denies (docs/rules.md).
+	// Validation compiles them all, so a file with a rule that does not
+	// compile does not load.
+	Rules []rules.Rule `yaml:"rules,omitempty" json:"rules,omitempty"`
 }
 
 // TrustsMCPMethodHeader reports whether the Mcp-Method and Mcp-Name headers

@@ -109,6 +109,9 @@ func (c *Config) ApplyDefaults() {
 	for i, h := range e.ForwardHeaders {
 		e.ForwardHeaders[i] = lowerHeader(h)
 	}
+	for i := range e.Rules {
+		e.Rules[i].Name = strings.TrimSpace(e.Rules[i].Name)
+	}
 	if e.HookTimeout == nil {
 		e.HookTimeout = NewSeconds(s.Timeout() + DefaultHookTimeoutMargin)
 	}

@@ -68,6 +68,7 @@ func (v *validator) config(c *Config) {
 	}
 	v.settings(&c.PluginSettings)
 	v.extproc(&c.Extproc, &c.PluginSettings)
+	v.rules(c)
 }
 
 func (v *validator) plugin(p *Plugin, label, base string) {

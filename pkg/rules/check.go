@@ -1,0 +1,60 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+)
+
+// Verdict is the outcome of [Set.Check].
+type Verdict struct {
+	// Rule is the first rule, in config order, that denied; nil: allowed.
+	Rule *Rule
+	// Err is set when that rule failed at run time (and so denied): a
+	// missing key, a result that is not a bool, the cost limit.
+	Err error
+}
+
+// Check evaluates the rules in order against in and returns the first that
+// denies.
+func (s *Set) Check(in *Input) Verdict {
+	if s == nil || len(s.rules) == 0 {
+		return Verdict{}
+	}
+	a := &activation{set: s, in: in}
+	for i := range s.rules {
+		c := &s.rules[i]
+		if c.skips(in.Method, in.Name) {
+			continue
+		}
+		out, _, err := c.prog.Eval(a)
+		if deny, err := denies(out, err); deny {
+			return Verdict{Rule: c.rule, Err: err}
+		}
+	}
+	return Verdict{}
+}
+
+// errUnknown is the error of a rule whose result depends on a value not
+// given (never so in Check, where every variable is known).
+var errUnknown = errors.New("the result depends on an unknown value")
+
+// denies interprets the result of a rule: true denies, false allows,
+// anything else (an error, a non-bool, an unknown) denies with an error.
+func denies(out ref.Val, err error) (bool, error) {
+	if err != nil {
+		return true, err
+	}
+	switch out {
+	case types.True:
+		return true, nil
+	case types.False:
+		return false, nil
+	}
+	if types.IsUnknown(out) {
+		return true, errUnknown
+	}
+	return true, fmt.Errorf("the result is a %s, not a bool", out.Type().TypeName())
+}

@@ -1,0 +1,101 @@
+package rules
+
+import (
+	"cel.dev/cel-go/common/types"
+)
+
+// Lister tells which items of a list result to hide: an item is hidden
+// when a rule denies the call that would use it (tools/call of a tool
+// listed by tools/list, and so on), with mcp.arguments unknown. A rule
+// whose answer depends on the arguments does not hide the item; the call
+// itself is still checked. A rule that fails hides the item, as the call
+// would be denied too. A Lister is not safe for concurrent use.
+type Lister struct {
+	in  Input
+	act activation
+	// argsUnknown has mcp.arguments unknown; anyUnknown mcp.name too.
+	argsUnknown, anyUnknown partialActivation
+	// perItem are the rules whose answer depends on mcp.name, in order, up
+	// to always.
+	perItem []*compiled
+	// always is the first rule that denies whatever the name; nil: none.
+	always *Rule
+}
+
+// Lister returns a Lister for the items of one list result. in.Method is
+// the method of the call the items are for (tools/call, prompts/get,
+// resources/read); in.Name and in.Arguments are ignored. Every rule is
+// first evaluated here once with mcp.name unknown: a rule that is true or
+// false whatever the name is decided for all items at once.
+func (s *Set) Lister(in *Input) *Lister {
+	if s == nil || len(s.rules) == 0 {
+		return nil
+	}
+	l := &Lister{in: *in}
+	l.in.Name, l.in.Arguments = "", nil
+	l.act = activation{set: s, in: &l.in}
+	l.argsUnknown = partialActivation{&l.act, s.unknownArgs}
+	l.anyUnknown = partialActivation{&l.act, s.unknownNameArgs}
+	for i := range s.rules {
+		c := &s.rules[i]
+		if !c.method.admits(in.Method) {
+			continue
+		}
+		if c.vars&bit(varName) == 0 {
+			if l.hides(c) {
+				l.always = c.rule
+				break
+			}
+			continue
+		}
+		out, _, err := c.partial.Eval(&l.anyUnknown)
+		switch {
+		case err == nil && out == types.True:
+			l.always = c.rule
+		case err == nil && out == types.False:
+			continue
+		default: // unknown, or an error that the name may avoid
+			l.perItem = append(l.perItem, c)
+			continue
+		}
+		break
+	}
+	return l
+}
+
+// Hidden reports whether the item called name is hidden, and by which rule
+// (the first, in config order).
+func (l *Lister) Hidden(name string) (rule *Rule, hidden bool) {
+	if l == nil {
+		return nil, false
+	}
+	named := false
+	for _, c := range l.perItem {
+		if !c.name.admits(name) {
+			continue
+		}
+		if !named {
+			l.act.setValue(varName, types.String(name))
+			named = true
+		}
+		if l.hides(c) {
+			return c.rule, true
+		}
+	}
+	return l.always, l.always != nil
+}
+
+// hides evaluates c for the current item, with mcp.arguments unknown.
+func (l *Lister) hides(c *compiled) bool {
+	if c.vars&bit(varArguments) == 0 {
+		out, _, err := c.prog.Eval(&l.act)
+		deny, _ := denies(out, err)
+		return deny
+	}
+	out, _, err := c.partial.Eval(&l.argsUnknown)
+	if err == nil && types.IsUnknown(out) {
+		return false
+	}
+	deny, _ := denies(out, err)
+	return deny
+}
