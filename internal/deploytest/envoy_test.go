@@ -24,6 +24,7 @@ import (
 	// Registered for the "@type"s the bootstrap and the EnvoyFilter use; a
 	// type that is not registered here fails to decode.
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
+	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/local_ratelimit/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/resource_monitors/downstream_connections/v3"
 
@@ -378,6 +379,8 @@ func checkBootstrap(data []byte, lim extProcLimits) (bootstrapFacts, []error) {
 		} else {
 			errs = append(errs, checkIdentityForwarding(ep, removed, lim.identity)...)
 		}
+		errs = append(errs, checkDecisionMetadata(ep)...)
+		errs = append(errs, checkDecisionConsumers(h)...)
 
 		limit := uint64(defaultBufferSize)
 		if v := l.GetPerConnectionBufferLimitBytes(); v != nil {

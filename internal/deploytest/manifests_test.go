@@ -1083,6 +1083,7 @@ func checkEnvoyFilter(r *rendered, ef *envoyFilter, ex *extprocFacts, p *problem
 	}
 	if filter != nil {
 		p.addAll(where, checkIdentityForwarding(filter, removed, ex.cfg.Extproc.Identity))
+		p.addAll(where, checkDecisionMetadata(filter))
 	}
 	if filterCluster != "" && clusters[filterCluster] == nil {
 		p.addf("%s: the ext_proc cluster %q is not added by a CLUSTER patch", where, filterCluster)

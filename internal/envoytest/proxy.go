@@ -35,6 +35,12 @@ type Proxy struct {
 	// Observe, when set, is called with every exchange's result, and the
 	// error that stopped its simulation if any, before ServeHTTP returns.
 	Observe func(*Result, error)
+	// Info, when set, is what the filters before ext_proc learned of a
+	// request (jwt_authn's verified payload, the mTLS peer): called with
+	// the client's request, as those filters see it. It plays their part
+	// only: a test that wants a forged header believed must make Info
+	// believe it.
+	Info func(*http.Request) *StreamInfo
 
 	once sync.Once
 	tr   *http.Transport
@@ -86,6 +92,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body:      &readerSource{r: r.Body},
 		hasBody:   r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0,
 		trailers:  func() headerList { return headersFromHTTP(r.Trailer) },
+	}
+	if p.Info != nil {
+		d.info = p.Info(r)
 	}
 	sink := &responseSink{w: w, rc: http.NewResponseController(w), declared: -1}
 	res, err := p.Filter.run(r.Context(), d, p.roundTrip, sink)

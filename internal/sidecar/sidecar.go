@@ -31,6 +31,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
 // Options configure a sidecar.
@@ -359,6 +360,11 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("identity: %w", err)
 	}
+	ruleSet, issues := rules.Compile(cfg.Extproc.Rules, rules.Options{})
+	if len(issues) > 0 {
+		// Validation compiled them already; this is a config built in code.
+		return nil, nil, nil, fmt.Errorf("extproc.rules: %w", issues[0])
+	}
 	var prevSet *pluginSet
 	if prev != nil {
 		prevSet = prev.set
@@ -381,7 +387,7 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	for _, p := range cfg.Plugins {
 		s.metrics.SetPluginState(p.Name, set.State(p.Name))
 	}
-	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident}}
+	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet}}
 	return g, created, removed, nil
 }
 

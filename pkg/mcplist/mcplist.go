@@ -13,6 +13,8 @@
 // [List.Filter] for the cases.
 package mcplist
 
+import "iter"
+
 // List is one MCP list method: the one table of these protocol facts.
 type List struct {
 	// Method is the JSON-RPC method of the list request, e.g. "tools/list".
@@ -26,8 +28,8 @@ type List struct {
 	CallMethod string
 }
 
-// lists is the table behind ByMethod. It is never modified; ByMethod hands
-// out copies so that no caller can change it for the others.
+// lists is the table behind ByMethod and All. It is never modified: the
+// entries handed out are shared and read-only (no allocation per request).
 var lists = [...]List{
 	{Method: "tools/list", ItemsKey: "tools", NameKey: "name", CallMethod: "tools/call"},
 	{Method: "prompts/list", ItemsKey: "prompts", NameKey: "name", CallMethod: "prompts/get"},
@@ -37,12 +39,24 @@ var lists = [...]List{
 
 // ByMethod returns the list method's entry, or false if method is not one of
 // the MCP list methods. The method is compared exactly, as JSON-RPC does.
-// Each call returns a new copy.
+// The entry is shared: read it, never change it.
 func ByMethod(method string) (*List, bool) {
-	for _, l := range lists {
-		if l.Method == method {
-			return &l, true
+	for i := range lists {
+		if lists[i].Method == method {
+			return &lists[i], true
 		}
 	}
 	return nil, false
+}
+
+// All yields every list method's entry, in a fixed order; the entries are
+// shared as ByMethod's.
+func All() iter.Seq[*List] {
+	return func(yield func(*List) bool) {
+		for i := range lists {
+			if !yield(&lists[i]) {
+				return
+			}
+		}
+	}
 }

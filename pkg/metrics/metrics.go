@@ -37,6 +37,7 @@ type Metrics struct {
 	configTimestamp prometheus.Gauge
 	sess            sessionMetrics     // sessions.go
 	attr            attributionMetrics // attribution.go
+	rules           ruleMetrics        // rules.go
 }
 
 // New creates the collectors and registers them on reg.
@@ -83,6 +84,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		m.pluginState, m.stateChanges, m.reloads, m.configTimestamp)
 	m.sess = newSessionMetrics(reg)
 	m.attr = newAttributionMetrics(reg)
+	m.rules = newRuleMetrics(reg)
 	return m
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
@@ -35,6 +36,13 @@ func (st *stream) postConfigured() bool {
 	return st.post == 2
 }
 
+// readsReplays reports whether requests are recorded and GET streams
+// read: a post hook may apply to a replayed result, or rules filter a
+// replayed list.
+func (st *stream) readsReplays() bool {
+	return st.postConfigured() || st.snap.Rules.Len() > 0
+}
+
 // otherRequest answers the request headers of a request that carries no
 // message for a pre hook. A GET to an MCP path opens a stream that may
 // carry responses (a replay after Last-Event-ID): while post hooks are
@@ -42,7 +50,7 @@ func (st *stream) postConfigured() bool {
 // DELETE ends an MCP session: its entries are forgotten (a later replay is
 // unattributable, the safe direction). Everything else passes untouched.
 func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3.ProcessingResponse {
-	if (method != http.MethodGet && method != http.MethodDelete) || !st.snap.Settings.IsMCPPath(path) || !st.postConfigured() {
+	if (method != http.MethodGet && method != http.MethodDelete) || !st.snap.Settings.IsMCPPath(path) || !st.readsReplays() {
 		return st.passThrough()
 	}
 	if method == http.MethodDelete {
@@ -65,7 +73,7 @@ func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3
 // recorded (their ids share one key space and collide; their answers can
 // only come on their own POST), nor a task request whose task is unknown.
 func (st *stream) remember(msgs *mcpmsg.Body) {
-	if st.sessionID == "" || !st.postConfigured() {
+	if st.sessionID == "" || !st.readsReplays() {
 		return
 	}
 	for i := range msgs.Messages {
@@ -164,6 +172,12 @@ func (st *stream) attribute(id []byte) *pendingCall {
 		}
 		return &pendingCall{unknown: true}
 	}
+	if l, ok := mcplist.ByMethod(o.Method); ok {
+		if st.snap.Rules.Len() == 0 {
+			return nil
+		}
+		return &pendingCall{list: l} // the rules filter a replayed list
+	}
 	route, ok := hookfamily.ByMethod(o.Method)
 	if !ok || !route.Post {
 		return nil
@@ -195,6 +209,9 @@ func (st *stream) overflowFailsClosed() bool {
 	}
 	if !st.foreign {
 		return false
+	}
+	if st.snap.Rules.Len() > 0 {
+		return true // a list the rules filter may be in it
 	}
 	for f := range hookfamily.Families() {
 		if st.snap.Hooks.Applies(f.Post) && st.snap.Hooks.FailClosed(f.Post) {

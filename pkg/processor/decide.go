@@ -67,6 +67,31 @@ func (st *stream) askForBody() *extprocv3.ProcessingResponse {
 // needs reports whether the request body must be read, and whether a post
 // hook may apply to the answer (so the response headers are needed).
 func (st *stream) needs() (body, post bool) {
+	body, post = st.hooksNeed()
+	if st.snap.Rules.Len() > 0 {
+		// Rules read every request (rules.go), and a list's answer when
+		// they may hide some of it from this caller.
+		return true, post || st.listsNeedAnswer()
+	}
+	return body, post
+}
+
+// listsNeedAnswer reports whether the answer must be read for the rules
+// to filter a list. When the headers do not name the method, the body may
+// hold a list: the answer's headers are asked for (one ext_proc message;
+// judging every rule for the caller here would cost as much), and its body
+// read only if a list was there. When MCP 2026-07-28 headers name a list,
+// only if the rules may hide some of it from this caller.
+func (st *stream) listsNeedAnswer() bool {
+	method, decided := st.declaredMethod()
+	if !decided {
+		return true
+	}
+	return st.filtersLists(method)
+}
+
+// hooksNeed is needs for the plugin hooks.
+func (st *stream) hooksNeed() (body, post bool) {
 	r, name, decided := st.declared()
 	if !decided {
 		return true, st.postConfigured()
@@ -91,18 +116,30 @@ func (st *stream) needs() (body, post bool) {
 	return post, post
 }
 
+// declaredMethod returns the method trusted MCP 2026-07-28 headers name;
+// decided is false when the request cannot be decided from its headers
+// (trust off, an earlier version, a header missing or repeated).
+func (st *stream) declaredMethod() (method string, decided bool) {
+	s := &st.std
+	if !st.snap.Settings.TrustsMCPMethodHeader() || s.nVersion != 1 || s.nMethod != 1 ||
+		!mcpheaders.StandardHeaders(string(headerBytes(s.version))) {
+		return "", false
+	}
+	return string(headerBytes(s.method)), true
+}
+
 // declared returns what trusted MCP 2026-07-28 headers say: decided is
 // false when the request cannot be decided from its headers (trust off, an
 // earlier version, a header missing, repeated or undecodable); else r is
 // the method's route (nil when no hook family has the method) and name the
 // target named by Mcp-Name.
 func (st *stream) declared() (r *hookfamily.Route, name string, decided bool) {
-	s := &st.std
-	if !st.snap.Settings.TrustsMCPMethodHeader() || s.nVersion != 1 || s.nMethod != 1 ||
-		!mcpheaders.StandardHeaders(string(headerBytes(s.version))) {
+	method, decided := st.declaredMethod()
+	if !decided {
 		return nil, "", false
 	}
-	r, ok := hookfamily.ByMethod(string(headerBytes(s.method)))
+	s := &st.std
+	r, ok := hookfamily.ByMethod(method)
 	if !ok {
 		return nil, "", true
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -118,7 +119,11 @@ func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...plu
 	if err != nil {
 		t.Fatalf("identity: %v", err)
 	}
-	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident}
+	ruleSet, issues := rules.Compile(cfg.Extproc.Rules, rules.Options{})
+	if len(issues) > 0 {
+		t.Fatalf("rules: %v", issues)
+	}
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet}
 	popts := processor.Options{Snapshot: func() *processor.Snapshot { return snap }, WithHeaders: pluginclient.WithHeaders}
 	if ho.proc != nil {
 		ho.proc(&popts)

@@ -75,6 +75,7 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	switch {
 	case ok:
 		id.Apply(&st.global)
+		st.caller = &id
 	case st.snap.Identity != nil:
 		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
 	}

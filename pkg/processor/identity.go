@@ -32,6 +32,7 @@ func (st *stream) resolveIdentity(h *extprocv3.HttpHeaders) {
 		return
 	}
 	id.Apply(&st.global)
+	st.caller = &id
 }
 
 // singleHeader returns the value of a header sent exactly once; a header

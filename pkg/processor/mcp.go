@@ -192,7 +192,10 @@ type refusal struct {
 	status  int
 	headers map[string]string
 	reason  string // metrics label
-	denied  bool   // caused by a plugin
+	denied  bool   // caused by a plugin or a rule
+	// by and byKind name who refused (decision.go); code is the
+	// violation's code.
+	by, byKind, violation string
 }
 
 func (r refusal) errorResponse() []byte {
@@ -212,6 +215,7 @@ func (st *stream) refusalOf(out executor.Outcome, index int, id []byte, hook cpe
 			message: v.Reason + ": " + v.Description,
 			data:    map[string]any{"plugin": v.PluginName, "code": v.Code, "details": v.Details},
 			headers: v.HTTPHeaders,
+			by:      v.PluginName, byKind: byPlugin, violation: v.Code,
 		}
 		if v.MCPErrorCode != nil {
 			r.code = *v.MCPErrorCode
@@ -228,6 +232,7 @@ func (st *stream) refusalOf(out executor.Outcome, index int, id []byte, hook cpe
 		return refusal{index: index, id: id, code: mcpmsg.CodeInternalError, status: http.StatusOK, reason: "plugin_error", denied: true,
 			message: fmt.Sprintf("plugin %s failed: %v", e.Plugin, e.Cause),
 			data:    map[string]any{"plugin": e.Plugin},
+			by:      e.Plugin, byKind: byPlugin,
 		}, true
 	}
 	return refusal{}, false

@@ -1,5 +1,7 @@
 package processor
 
+import "time"
+
 // Observer is told what each stream did; the metrics package implements it.
 // Labels passed are from small fixed sets.
 type Observer interface {
@@ -19,13 +21,21 @@ type Observer interface {
 	// BodyInspected counts a body (or SSE event) parsed, by direction
 	// ("request", "response"), with its size.
 	BodyInspected(direction string, bytes int)
+	// RuleDecision counts what a rule did: "deny" (a message refused) or
+	// "hide" (n list items dropped).
+	RuleDecision(rule, decision string, n int)
+	// RuleEvaluation observes the time the rules took, by phase
+	// ("request": one message checked; "list": one list result filtered).
+	RuleEvaluation(phase string, d time.Duration)
 }
 
 type nopObserver struct{}
 
-func (nopObserver) StreamOpened()             {}
-func (nopObserver) StreamClosed()             {}
-func (nopObserver) Message(string)            {}
-func (nopObserver) ModeOverride(string)       {}
-func (nopObserver) Immediate(string)          {}
-func (nopObserver) BodyInspected(string, int) {}
+func (nopObserver) StreamOpened()                        {}
+func (nopObserver) StreamClosed()                        {}
+func (nopObserver) Message(string)                       {}
+func (nopObserver) ModeOverride(string)                  {}
+func (nopObserver) Immediate(string)                     {}
+func (nopObserver) BodyInspected(string, int)            {}
+func (nopObserver) RuleDecision(string, string, int)     {}
+func (nopObserver) RuleEvaluation(string, time.Duration) {}

@@ -164,13 +164,20 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	var ed requestEdits
 	for i := range msgs.Messages {
-		if r, refused := st.checkPermission(i, &msgs.Messages[i]); refused {
+		m := &msgs.Messages[i]
+		if r, refused := st.checkRules(i, m); refused {
+			ed.refusals = append(ed.refusals, r) // rules.go
+			continue
+		}
+		if r, refused := st.checkPermission(i, m); refused {
 			ed.refusals = append(ed.refusals, r) // permission.go
 			continue
 		}
-		st.preHook(i, &msgs.Messages[i], &ed)
-		st.delegate(i, &msgs.Messages[i], &ed) // delegate.go
+		st.preHook(i, m, &ed)
+		st.delegate(i, m, &ed) // delegate.go
+		st.listRequest(m)      // rules.go
 	}
+	st.decideBody(msgs, &ed)
 	if len(ed.refusals) > 0 {
 		return st.refuse(msgs, ed.refusals)
 	}

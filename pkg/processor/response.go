@@ -138,6 +138,9 @@ func (st *stream) failPending(message string) [][]byte {
 
 func (st *stream) pendingFailClosed() bool {
 	for _, p := range st.pending {
+		if p.list != nil {
+			return true // nothing the rules hide may pass unfiltered
+		}
 		if (p.hook || p.unknown) && st.snap.Hooks.FailClosed(p.target.Family.Post) {
 			return true
 		}
@@ -163,7 +166,13 @@ func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
 		if m.Kind == mcpmsg.KindError {
 			continue // the server refused; nothing to inspect
 		}
-		if msg := st.postHook(i, m, p); msg != nil {
+		var msg []byte
+		if p.list != nil {
+			msg = st.filterList(m, p.list) // rules.go
+		} else {
+			msg = st.postHook(i, m, p)
+		}
+		if msg != nil {
 			if replaced == nil {
 				replaced = make(map[int][]byte)
 			}
@@ -211,11 +220,13 @@ func (st *stream) postHook(i int, m *mcpmsg.Message, p *pendingCall) []byte {
 	}
 	out := st.snap.Hooks.Run(st.ctx, f.Post, payload, p.rc, p.target)
 	if r, blocked := st.refusalOf(out, i, m.ID, f.Post); blocked {
+		st.decision.raise(decisionBlocked, r.by, r.byKind, r.violation)
 		return r.errorResponse()
 	}
 	if !out.Modified {
 		return nil
 	}
+	st.decision.raise(decisionModified, "", "", "")
 	result, err := f.ResultOf(out.Payload)
 	if err == nil {
 		result, err = p.route.WithHookedResult(m.Result, result)

@@ -28,6 +28,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
 // Hooks runs plugin hooks; *executor.Executor satisfies it.
@@ -55,6 +56,8 @@ type Snapshot struct {
 	// (extproc.identity); nil keeps the legacy identity headers of Settings.
 	// Build it with identity.New from the same configuration.
 	Identity *identity.Resolver
+	// Rules are extproc.rules compiled (rules.Compile); nil or empty: none.
+	Rules *rules.Set
 }
 
 // Options configure a Server.
@@ -167,7 +170,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 		return internalError(st, "unsupported ext_proc message")
 	}
 	st.obs.Message(string(kind))
-	return answer(st, req)
+	return st.withDecision(answer(st, req)) // decision.go
 }
 
 // requestOneof is the oneof of ProcessingRequest that names the message kind.

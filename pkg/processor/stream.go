@@ -16,9 +16,12 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
 )
 
@@ -72,6 +75,14 @@ type stream struct {
 	logBodies   bool
 	logHeaders  []string // request headers for --log-bodies, sensitive ones redacted
 	global      cpex.GlobalContext
+	// caller is who is calling, when a configured source or an identity
+	// plugin said (identity.go, httphooks.go); rules read it (rules.go).
+	caller *identity.Identity
+	// decision is what was decided about this request, for Envoy's
+	// dynamic metadata (decision.go).
+	decision decision
+	// listers hide list items by the rules, per call method (rules.go).
+	listers map[string]*rules.Lister
 	// envoyContext is what Envoy sent beside the request headers: dynamic
 	// metadata and attributes, read by resolveIdentity (identity.go).
 	envoyContext *extprocv3.ProcessingRequest
@@ -124,6 +135,9 @@ type pendingCall struct {
 	// task of unknown origin, an unattributable response); the
 	// unattributed_responses policy applies to a result.
 	unknown bool
+	// list: the request is a list whose result the rules filter
+	// (rules.go); route is nil then.
+	list *mcplist.List
 }
 
 func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned) *stream {
@@ -176,8 +190,12 @@ func (st *stream) logger() *zerolog.Logger {
 }
 
 // anyHook reports whether any MCP hook, or a hook that runs per MCP
-// message (http_auth_check_permission, token_delegate), has a plugin.
+// message (http_auth_check_permission, token_delegate), has a plugin, or
+// rules are configured.
 func (st *stream) anyHook() bool {
+	if st.snap.Rules.Len() > 0 {
+		return true // rules read every request's body (rules.go)
+	}
 	if st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) || st.snap.Hooks.Applies(cpex.TokenDelegate) {
 		return true
 	}

@@ -70,3 +70,13 @@ func BenchmarkLister(b *testing.B) {
 		}
 	}
 }
+
+func BenchmarkMayHide(b *testing.B) {
+	s := benchSet(b, 20)
+	in := benchInput(b)
+	in.Method = "tools/call"
+	b.ReportAllocs()
+	for b.Loop() {
+		s.MayHide(in)
+	}
+}

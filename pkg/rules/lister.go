@@ -99,3 +99,35 @@ func (l *Lister) hides(c *compiled) bool {
 	deny, _ := denies(out, err)
 	return deny
 }
+
+// MayHide reports whether the rules may hide any item of a list whose
+// items are used through in.Method (tools/call for tools/list, ...) from
+// this caller; in.Name and in.Arguments are ignored. It is false when every
+// rule is false for the caller whatever the item, so the list's answer
+// need not be read. It stops at the first rule that may hide.
+func (s *Set) MayHide(in *Input) bool {
+	if s == nil || len(s.rules) == 0 {
+		return false
+	}
+	caller := *in
+	caller.Name, caller.Arguments = "", nil
+	act := activation{set: s, in: &caller}
+	unknown := partialActivation{&act, s.unknownNameArgs}
+	for i := range s.rules {
+		c := &s.rules[i]
+		if !c.method.admits(in.Method) {
+			continue
+		}
+		if c.partial == nil { // reads neither mcp.name nor mcp.arguments
+			out, _, err := c.prog.Eval(&act)
+			if deny, _ := denies(out, err); deny {
+				return true
+			}
+			continue
+		}
+		if out, _, err := c.partial.Eval(&unknown); err != nil || out != types.False {
+			return true
+		}
+	}
+	return false
+}

@@ -442,3 +442,47 @@ func TestArgumentsStrict(t *testing.T) {
 		t.Errorf("duplicate key: verdict %+v, want a denial with an error", v)
 	}
 }
+
+func TestMayHide(t *testing.T) {
+	s, issues := Compile([]Rule{
+		{Name: "admins-delete", Deny: `mcp.name == "delete_file" && !("admin" in identity.roles)`},
+		{Name: "prompts-only-for-writers", Deny: `mcp.method == "prompts/get" && !("writer" in identity.roles)`},
+		{Name: "suspended", Deny: `identity.tenant == "suspended"`},
+	}, Options{})
+	if len(issues) > 0 {
+		t.Fatal(issues)
+	}
+	for _, tc := range []struct {
+		name string
+		in   Input
+		want bool
+	}{
+		{"an admin sees every tool", Input{Method: "tools/call", Roles: []string{"admin"}}, false},
+		{"a developer may miss delete_file", Input{Method: "tools/call", Roles: []string{"dev"}}, true},
+		{"an admin may miss prompts", Input{Method: "prompts/get", Roles: []string{"admin"}}, true},
+		// admins-delete names no method: a prompt called delete_file is
+		// hidden too, from all but admins.
+		{"a writer may miss a prompt called delete_file", Input{Method: "prompts/get", Roles: []string{"writer"}}, true},
+		{"an admin writer sees every prompt", Input{Method: "prompts/get", Roles: []string{"writer", "admin"}}, false},
+		{"a suspended tenant sees nothing", Input{Method: "resources/read", Tenant: "suspended"}, true},
+		{"nothing hides resources from an admin of another tenant", Input{Method: "resources/read", Tenant: "acme", Roles: []string{"admin"}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := s.MayHide(&tc.in); got != tc.want {
+				t.Errorf("MayHide = %v, want %v", got, tc.want)
+			}
+			// MayHide must agree with the Lister on an item it would hide.
+			if l := s.Lister(&tc.in); !tc.want {
+				for _, name := range []string{"delete_file", "echo", "x"} {
+					if r, hidden := l.Hidden(name); hidden {
+						t.Errorf("MayHide false, but %s hides %q", r.Name, name)
+					}
+				}
+			}
+		})
+	}
+	var none *Set
+	if none.MayHide(&Input{Method: "tools/call"}) {
+		t.Error("no rules may hide")
+	}
+}

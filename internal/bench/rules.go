@@ -1,0 +1,242 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// RulesTarget bounds what 20 rules may add to a tool call with one plugin.
+const RulesTarget = 1.05
+
+// Sizes of the rules scenario.
+const (
+	benchRules      = 20
+	benchListTools  = 200
+	benchAdminTools = 50 // of benchListTools, hidden from a caller without the admin role
+)
+
+// rulesConfig is 20 rules of the kinds docs/rules.md shows: by role and
+// tool prefix, by tool name, by argument, by tenant and by header. None
+// denies the echo call; one hides every admin_ tool from a caller without
+// the admin role (the bench's caller has no identity).
+func rulesConfig() string {
+	var b strings.Builder
+	b.WriteString("  rules:\n")
+	add := func(name, deny string) {
+		fmt.Fprintf(&b, "    - name: %s\n      deny: %s\n", name, strconv.Quote(deny))
+	}
+	add("admin-tools", `mcp.name.startsWith("admin_") && !("admin" in identity.roles)`)
+	for i := range 8 {
+		add(fmt.Sprintf("ops-%d", i), fmt.Sprintf(`mcp.name == "ops_tool_%d" && !("ops" in identity.roles)`, i))
+	}
+	for i := range 4 {
+		add(fmt.Sprintf("public-read-%d", i), fmt.Sprintf(`mcp.name == "read_file_%d" && !mcp.arguments.path.startsWith("/public/")`, i))
+	}
+	for i := range 4 {
+		add(fmt.Sprintf("tenant-%d", i), fmt.Sprintf(`identity.tenant == "suspended-%d"`, i))
+	}
+	for i := range 3 {
+		add(fmt.Sprintf("client-%d", i), fmt.Sprintf(`request.headers["user-agent"] == "banned-agent-%d"`, i))
+	}
+	return b.String()
+}
+
+// ToolsListOf is a tools/list answered (JSON, with content-length) with n
+// tools shaped as real servers list them (description, input schema); the
+// first admin of them are named admin_<i>, the others tool_<i>.
+func ToolsListOf(n, admin int) (*Exchange, error) {
+	type tool struct {
+		Name        string         `json:"name"`
+		Description string         `json:"description"`
+		InputSchema map[string]any `json:"inputSchema"`
+	}
+	tools := make([]tool, n)
+	for i := range tools {
+		name := fmt.Sprintf("tool_%d", i)
+		if i < admin {
+			name = fmt.Sprintf("admin_%d", i)
+		}
+		tools[i] = tool{Name: name, Description: "Does " + name + " to the target and reports what changed.",
+			InputSchema: map[string]any{"type": "object", "required": []string{"target"}, "properties": map[string]any{
+				"target": map[string]any{"type": "string", "description": "What to act on."},
+				"dryRun": map[string]any{"type": "boolean", "description": "Report only."},
+			}}}
+	}
+	result, err := json.Marshal(map[string]any{"tools": tools})
+	if err != nil {
+		return nil, fmt.Errorf("tools list: %w", err)
+	}
+	body := []byte(`{"jsonrpc":"2.0","id":2,"result":` + string(result) + `}`)
+	return &Exchange{
+		RequestHeaders: mcpRequestHeaders(len(toolsListBody)), RequestBody: []byte(toolsListBody),
+		ResponseHeaders: []Header{{":status", "200"}, {"content-type", "application/json"}, {"content-length", strconv.Itoa(len(body))}},
+		ResponseBody:    [][]byte{body},
+	}, nil
+}
+
+// listedCount checks that the client got a tools/list of want tools.
+func listedCount(want int) check {
+	return func(o Outcome) error {
+		if o.Immediate != nil {
+			return fmt.Errorf("tools/list refused: %s", o.Immediate.GetBody())
+		}
+		if o.ResponseBody == nil {
+			return nil // not recorded: checked once by the probe
+		}
+		var m struct {
+			Result struct {
+				Tools []json.RawMessage `json:"tools"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(o.ResponseBody, &m); err != nil {
+			return fmt.Errorf("tools/list answer: %w", err)
+		}
+		if len(m.Result.Tools) != want {
+			return fmt.Errorf("tools/list listed %d tools, want %d", len(m.Result.Tools), want)
+		}
+		return nil
+	}
+}
+
+// rulesScenario: tools/call echo with one enforcing plugin and 20 rules vs
+// the same call without rules; tools/list of 200 tools filtered by the
+// rules (50 hidden) vs the same list through a sidecar without rules.
+func (r *runner) rulesScenario(ctx context.Context) (err error) {
+	var cl closers
+	defer func() { err = errors.Join(err, cl.close()) }()
+	pol, err := policyPlugin()
+	if err != nil {
+		return err
+	}
+	ps, err := StartPlugin(pol)
+	if err != nil {
+		return err
+	}
+	cl.add(ps)
+	base := SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}})
+	today, err := StartSidecar(ctx, "sidecar", base)
+	if err != nil {
+		return err
+	}
+	cl.add(today)
+	ruled, err := StartSidecar(ctx, "sidecar (20 rules)", base+rulesConfig())
+	if err != nil {
+		return err
+	}
+	cl.add(ruled)
+
+	p, ok, err := preparedToolsCall()
+	if err != nil {
+		return err
+	}
+	d := &Driver{}
+	callMsgs, err := messages(ctx, d, p, ok, ruled, today)
+	if err != nil {
+		return err
+	}
+	if err := callsOnce(ctx, d, ruled, p, ok, ps.calls.Load); err != nil {
+		return err
+	}
+	call, err := Compare(ctx, r.seq, exchangeOp(d, ruled, p, ok), exchangeOp(d, today, p, ok))
+	if err != nil {
+		return err
+	}
+	r.rep.Checks = append(r.rep.Checks, Check{Name: "tool call with 20 rules p50 / without rules", Ratio: call.Ratio(0, 1, MetricP50), Target: RulesTarget})
+
+	// The same call from a client speaking MCP 2026-07-28: its headers say
+	// it is no list, so the answer is not read, with rules or without.
+	x26, err := toolsCall2026()
+	if err != nil {
+		return err
+	}
+	p26 := Prepare(x26)
+	ok26 := untouched(p26)
+	call26Msgs, err := messages(ctx, d, p26, ok26, ruled, today)
+	if err != nil {
+		return err
+	}
+	call26, err := Compare(ctx, r.seq, exchangeOp(d, ruled, p26, ok26), exchangeOp(d, today, p26, ok26))
+	if err != nil {
+		return err
+	}
+
+	lx, err := ToolsListOf(benchListTools, benchAdminTools)
+	if err != nil {
+		return err
+	}
+	lp := Prepare(lx)
+	filtered, whole := listedCount(benchListTools-benchAdminTools), untouched(lp)
+	rec := &Driver{Record: true}
+	if _, err := exchangeOp(rec, ruled, lp, filtered)(ctx); err != nil {
+		return err
+	}
+	if _, err := exchangeOp(rec, today, lp, listedCount(benchListTools))(ctx); err != nil {
+		return err
+	}
+	listMsgs, err := messages(ctx, d, lp, nil, ruled, today)
+	if err != nil {
+		return err
+	}
+	list, err := Compare(ctx, r.seq, exchangeOp(d, ruled, lp, filtered), exchangeOp(d, today, lp, whole))
+	if err != nil {
+		return err
+	}
+	r.rulesTable([]rulesRow{
+		{name: "tools/call echo, 20 rules (none denies) vs no rules", cmp: call, msgs: fmt.Sprintf("%d/%d", callMsgs[0], callMsgs[1])},
+		{name: "the same, 2026-07-28 headers (Mcp-Method, Mcp-Name)", cmp: call26, msgs: fmt.Sprintf("%d/%d", call26Msgs[0], call26Msgs[1])},
+		{name: fmt.Sprintf("tools/list of %d tools, %d hidden by a rule vs no rules", benchListTools, benchAdminTools), cmp: list,
+			msgs: fmt.Sprintf("%d/%d", listMsgs[0], listMsgs[1])},
+	})
+	return nil
+}
+
+type rulesRow struct {
+	name string
+	cmp  *Comparison
+	msgs string
+}
+
+func (r *runner) rulesTable(rows []rulesRow) {
+	t := Table{
+		Title:  "11. Rules: extproc.rules (CEL) on a tool call, and a tools/list filtered by them",
+		Header: []string{"row", "msgs", "rules p50", "p99", "no rules p50", "p99", "p50 / no rules", "p99 / no rules", "allocs/op rules", "no rules"},
+		Notes: []string{
+			"Both sidecars call one enforcing plugin (tool_pre_invoke) on the echo call. The 20 rules (internal/bench/rules.go) mix role, tool-name, argument, tenant and header rules; none denies echo. With rules, a request whose headers do not name its method (MCP 2025-11-25) may be a list, so its response headers are asked for (one ext_proc message more, 3 instead of 2); with 2026-07-28 headers a tools/call is known not to be one.",
+			"tools/list: 200 tools (~330 bytes each, JSON answer); one rule hides the 50 admin_ tools from the caller, who has no admin role. Without rules the sidecar does not read the answer; with rules it reads it (one response-headers and one buffered response-body message more) and rewrites it without the hidden items.",
+		},
+	}
+	for _, row := range rows {
+		a, b := row.cmp.Median(0), row.cmp.Median(1)
+		p50, p99 := row.cmp.Ratio(0, 1, MetricP50), row.cmp.Ratio(0, 1, MetricP99)
+		t.Rows = append(t.Rows, []string{row.name, row.msgs, dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), ratio(p50), ratio(p99),
+			count(a.AllocsPerOp), count(b.AllocsPerOp)})
+		r.logf("rules: %s: p50 %s vs %s (%.3f), p99 %.3f", row.name, dur(a.P50), dur(b.P50), p50, p99)
+	}
+	r.rep.Tables = append(r.rep.Tables, t)
+}
+
+// toolsCall2026 is [ToolsCall] from a client speaking MCP 2026-07-28: the
+// method and the tool are in headers too.
+func toolsCall2026() (*Exchange, error) {
+	x, err := ToolsCall()
+	if err != nil {
+		return nil, err
+	}
+	var hs []Header
+	for _, h := range x.RequestHeaders {
+		switch h.Key {
+		case "mcp-protocol-version":
+			hs = append(hs, Header{"mcp-method", "tools/call"}, Header{"mcp-name", "echo"}, Header{h.Key, "2026-07-28"})
+		default:
+			hs = append(hs, h)
+		}
+	}
+	x.RequestHeaders = hs
+	return x, nil
+}

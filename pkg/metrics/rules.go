@@ -1,0 +1,38 @@
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ruleMetrics are the series of extproc.rules: what each rule decided, and
+// how long the rules took.
+type ruleMetrics struct {
+	decisions *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+}
+
+func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
+	r := ruleMetrics{
+		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "rule_decisions_total",
+			Help: "What each rule of extproc.rules did, by rule and decision (deny: a request refused; hide: a list item dropped)."},
+			[]string{"rule", "decision"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "rule_evaluation_duration_seconds",
+			Help:    "Time the rules took, by phase (request: one message checked against every rule; list: one list result filtered).",
+			Buckets: []float64{.000001, .0000025, .000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .01}},
+			[]string{"phase"}),
+	}
+	reg.MustRegister(r.decisions, r.duration)
+	return r
+}
+
+// RuleDecision implements processor.Observer.
+func (m *Metrics) RuleDecision(rule, decision string, n int) {
+	m.rules.decisions.WithLabelValues(rule, decision).Add(float64(n))
+}
+
+// RuleEvaluation implements processor.Observer.
+func (m *Metrics) RuleEvaluation(phase string, d time.Duration) {
+	m.rules.duration.WithLabelValues(phase).Observe(d.Seconds())
+}

@@ -1,0 +1,276 @@
+package processor_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
+	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
+)
+
+// The rules of these tests: one by role, one by tool prefix, one on an
+// argument. Callers prove their roles with a JWT that the fake Envoy's
+// jwt_authn (Proxy.Info) verified.
+const rulesConfig = `plugins: []
+extproc:
+  identity:
+    sources:
+      - jwt_metadata: {key: jwt_payload, claims: {roles: roles}}
+  rules:
+    - name: admins-delete
+      deny: 'mcp.name == "delete_file" && !("admin" in identity.roles)'
+      message: only admins may delete files
+    - name: ops-only
+      deny: 'mcp.name.startsWith("ops_") && !("ops" in identity.roles)'
+    - name: public-read
+      deny: 'mcp.name == "read_file" && !mcp.arguments.path.startsWith("/public/")'
+`
+
+// ruleTools are the MCP server's tools, served 3 to a page.
+var ruleTools = []string{"echo", "delete_file", "read_file", "ops_restart", "ops_drain", "status", "search"}
+
+// rulesServer is a real Go SDK MCP server with ruleTools, paginated.
+func rulesServer(jsonResponse bool) http.Handler {
+	s := mcp.NewServer(&mcp.Implementation{Name: "rules", Version: "1"}, &mcp.ServerOptions{PageSize: 3})
+	for _, name := range ruleTools {
+		mcp.AddTool(s, &mcp.Tool{Name: name, Description: "The " + name + " tool."},
+			func(_ context.Context, _ *mcp.CallToolRequest, in map[string]any) (*mcp.CallToolResult, any, error) {
+				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " done"}}}, nil, nil
+			})
+	}
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s },
+		&mcp.StreamableHTTPOptions{JSONResponse: jsonResponse, EventStore: mcp.NewMemoryEventStore(nil)})
+}
+
+// rolesByToken is what jwt_authn verified for each bearer token.
+var rolesByToken = map[string][]any{"admin-token": {"admin", "ops"}, "dev-token": {"dev"}}
+
+// jwtInfo plays jwt_authn: a known bearer token's payload in dynamic
+// metadata; an unknown or missing one, nothing.
+func jwtInfo(r *http.Request) *envoytest.StreamInfo {
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	roles, ok := rolesByToken[token]
+	if !ok {
+		return nil
+	}
+	payload, err := structpb.NewStruct(map[string]any{"jwt_payload": map[string]any{"sub": strings.TrimSuffix(token, "-token"), "roles": roles}})
+	if err != nil {
+		panic(err)
+	}
+	return &envoytest.StreamInfo{DynamicMetadata: map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": payload}}
+}
+
+// decisions collects what Envoy kept in the mcp_extproc namespace, per
+// exchange.
+type decisions struct {
+	mu  sync.Mutex
+	all []map[string]any
+}
+
+func (d *decisions) observe(res *envoytest.Result, _ error) {
+	if res == nil {
+		return
+	}
+	if ns := res.DynamicMetadata[processor.MetadataNamespace]; ns != nil {
+		d.mu.Lock()
+		d.all = append(d.all, ns.AsMap())
+		d.mu.Unlock()
+	}
+}
+
+func (d *decisions) find(name, decision string) map[string]any {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, m := range d.all {
+		if got, _ := m["name"].(string); got == name && m["decision"] == decision {
+			return m
+		}
+	}
+	return nil
+}
+
+// rulesFront serves upstream behind the fake Envoy with jwt_authn in
+// front and mcp_extproc among the receiving namespaces.
+func rulesFront(t *testing.T, upstream http.Handler) (string, *decisions) {
+	h := newHarness(t, rulesConfig)
+	h.filter.Forwarding = envoytest.Forwarding{
+		MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn"},
+		ReceivingNamespaces: []string{processor.MetadataNamespace},
+	}
+	up := httptest.NewServer(upstream)
+	u, err := url.Parse(up.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decisions{}
+	p := &envoytest.Proxy{Filter: h.filter, Upstream: u, Info: jwtInfo, Observe: d.observe}
+	fr := httptest.NewServer(p)
+	t.Cleanup(func() {
+		fr.Close()
+		p.CloseIdleConnections()
+		up.Close()
+	})
+	return fr.URL + "/mcp", d
+}
+
+// bearer adds a token to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func connectAs(t *testing.T, endpoint, token string) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := mcp.NewClient(&mcp.Implementation{Name: "rules-test", Version: "1"}, nil)
+	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token}},
+		DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		t.Fatalf("connect as %s: %v", token, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+// listedTools walks every page of tools/list.
+func listedTools(t *testing.T, cs *mcp.ClientSession) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var names []string
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("tools/list: %v", err)
+		}
+		names = append(names, tool.Name)
+	}
+	return names
+}
+
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+// TestRulesEndToEnd: through the strict fake Envoy to a real MCP server,
+// as JSON and as SSE: each caller's tools/list shows only its tools on
+// every page; a hidden tool called by name is refused with the rule's
+// name; the argument rule refuses one call and allows another; the
+// decision reaches Envoy's dynamic metadata.
+func TestRulesEndToEnd(t *testing.T) {
+	for _, mode := range []struct {
+		name string
+		json bool
+	}{{"json", true}, {"sse", false}} {
+		t.Run(mode.name, func(t *testing.T) {
+			endpoint, d := rulesFront(t, rulesServer(mode.json))
+			admin, dev := connectAs(t, endpoint, "admin-token"), connectAs(t, endpoint, "dev-token")
+
+			if got := listedTools(t, admin); !slices.Equal(got, sortedTools()) {
+				t.Errorf("admin sees %v, want every tool %v", got, sortedTools())
+			}
+			want := []string{"echo", "read_file", "search", "status"}
+			if got := listedTools(t, dev); !slices.Equal(got, want) {
+				t.Errorf("dev sees %v, want %v", got, want)
+			}
+
+			_, err := callTool(t, dev, "delete_file", map[string]any{"path": "/tmp/x"})
+			if err == nil || !strings.Contains(err.Error(), "only admins may delete files") {
+				t.Errorf("dev calling the hidden delete_file: %v, want the rule's message", err)
+			}
+			_, err = callTool(t, dev, "ops_restart", map[string]any{})
+			if err == nil || !strings.Contains(err.Error(), "ops-only") {
+				t.Errorf("dev calling the hidden ops_restart: %v, want the rule's name", err)
+			}
+			if res, err := callTool(t, admin, "delete_file", map[string]any{"path": "/tmp/x"}); err != nil || res.IsError {
+				t.Errorf("admin calling delete_file: %v %+v", err, res)
+			}
+
+			if res, err := callTool(t, dev, "read_file", map[string]any{"path": "/public/readme"}); err != nil || res.IsError {
+				t.Errorf("read_file /public/readme: %v %+v", err, res)
+			}
+			if _, err := callTool(t, dev, "read_file", map[string]any{"path": "/etc/passwd"}); err == nil || !strings.Contains(err.Error(), "public-read") {
+				t.Errorf("read_file /etc/passwd: %v, want refused by public-read", err)
+			}
+			if _, err := callTool(t, dev, "read_file", map[string]any{}); err == nil || !strings.Contains(err.Error(), "public-read") {
+				t.Errorf("read_file without a path: %v, want refused (the rule fails, which denies)", err)
+			}
+
+			blocked := d.find("delete_file", "blocked")
+			if blocked == nil || blocked["decided_by"] != "admins-delete" || blocked["decided_by_type"] != "rule" ||
+				blocked["user"] != "dev" || blocked["method"] != "tools/call" {
+				t.Errorf("decision metadata of the refused call: %v (all: %v)", blocked, d.all)
+			}
+			if allowed := d.find("delete_file", "allowed"); allowed == nil || allowed["user"] != "admin" {
+				t.Errorf("decision metadata of the allowed call: %v", allowed)
+			}
+			if listed := d.find("", "modified"); listed == nil || listed["method"] != "tools/list" {
+				t.Errorf("decision metadata of a filtered list: %v", listed)
+			}
+		})
+	}
+}
+
+func sortedTools() []string {
+	s := slices.Clone(ruleTools)
+	slices.Sort(s)
+	return s
+}
+
+// TestRulesFilterReplayedList: a tools/list answer replayed on a GET that
+// resumes its stream (Last-Event-ID) is filtered like the POST's.
+func TestRulesFilterReplayedList(t *testing.T) {
+	endpoint, _ := rulesFront(t, rulesServer(false))
+	s := goSession(t, endpoint) // no token: no roles
+	post := rpcDo(t, endpoint, http.MethodPost, s, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil)
+	checkListed(t, "POST", post, "2")
+	if len(post.Events) < 2 || post.Events[0].ID == "" {
+		t.Fatalf("POST events %+v: want a priming event first", post.Events)
+	}
+	get := rpcDo(t, endpoint, http.MethodGet, with(s, "Last-Event-ID", post.Events[0].ID), "", nil)
+	checkListed(t, "GET replay", get, "2")
+}
+
+// checkListed fails unless the answer with id lists the first page
+// without the tools a caller with no roles may not call.
+func checkListed(t *testing.T, what string, a answer, id string) {
+	t.Helper()
+	r, ok := responsesOf(t, a)[id]
+	if !ok {
+		t.Fatalf("%s: no answer %s in %q", what, id, a.Body)
+	}
+	var res struct {
+		Tools []struct {
+			Name string `json:"name"`
+		} `json:"tools"`
+		NextCursor string `json:"nextCursor"`
+	}
+	if err := json.Unmarshal(r.Result, &res); err != nil {
+		t.Fatalf("%s: %v in %s", what, err, r.Result)
+	}
+	var names []string
+	for _, tool := range res.Tools {
+		names = append(names, tool.Name)
+	}
+	// The first page is delete_file, echo, ops_drain: only echo may be called.
+	if !slices.Equal(names, []string{"echo"}) || res.NextCursor == "" {
+		t.Errorf("%s: tools %v, next cursor %q; want [echo] and a cursor", what, names, res.NextCursor)
+	}
+}
