@@ -1,0 +1,55 @@
+package sidecar_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
+	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
+
+// deniedByRule fails the test unless res is a refusal by rule.
+func deniedByRule(t *testing.T, res *envoytest.Result, rule string) {
+	t.Helper()
+	if e := refusal(t, res); e.Code != -32000 || !strings.Contains(string(e.Data), `"rule":"`+rule+`"`) {
+		t.Fatalf("got error %+v, want a refusal by rule %s", e, rule)
+	}
+}
+
+// TestReloadRules: rules change with a reload; a reload whose rule does not
+// compile or type-check is rejected and the rules in force stay.
+func TestReloadRules(t *testing.T) {
+	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
+	base := configYAML(pluginEntry("Guard", srv.URL(), "fail", ""))
+	withRule := func(deny string) string {
+		return base + "  rules:\n    - name: no-danger\n      deny: '" + deny + "'\n"
+	}
+	dir := newConfigMapDir(t, withRule(`mcp.name == "danger"`))
+	sc := startSidecar(t, dir.path(), nil)
+	sc.waitReady("Guard")
+	deniedByRule(t, sc.call("danger", nil), "no-danger")
+	passed(t, sc.call("safe", nil))
+
+	rejected := 0.0
+	for _, bad := range []string{
+		withRule(`mcp.nme == "danger"`),                                     // an undeclared variable
+		withRule(`mcp.name + 1`),                                            // does not type-check
+		withRule(`mcp.name == "danger" &&`),                                 // does not parse
+		strings.Replace(withRule(`true`), "name: no-danger", "name: ''", 1), // no name
+	} {
+		dir.swap(bad)
+		rejected++
+		sc.waitMetric(rejected, "mcp_extproc_config_reloads_total", "result", "rejected")
+		deniedByRule(t, sc.call("danger", nil), "no-danger")
+	}
+
+	dir.swap(withRule(`mcp.name == "other"`))
+	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "applied")
+	passed(t, sc.call("danger", nil))
+	deniedByRule(t, sc.call("other", nil), "no-danger")
+	if got := sc.scrape().value("mcp_extproc_rule_decisions_total", "rule", "no-danger", "decision", "deny"); got != 6 {
+		t.Errorf("rule_decisions_total{no-danger,deny} = %v, want 6", got)
+	}
+}
