@@ -16,7 +16,7 @@ type Observer interface {
 	// Immediate counts an immediate response by reason ("blocked",
 	// "plugin_error", "invalid_request", "too_large", "unsupported_encoding",
 	// "internal", "header_mismatch", "header_mirror") or a result refused in
-	// a stream ("unattributed").
+	// a stream ("unattributed", "invalid_response").
 	Immediate(reason string)
 	// BodyInspected counts a body (or SSE event) parsed, by direction
 	// ("request", "response"), with its size.

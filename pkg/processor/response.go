@@ -93,9 +93,9 @@ func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
 	st.obs.BodyInspected("response", len(body))
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
-		// The server's own answer is not JSON-RPC: nothing to hook, and the
-		// client will report it. Log, do not rewrite.
-		st.logger().Warn().Err(err).Msg("response body is not valid JSON-RPC; passed unchanged")
+		if errs := st.unreadable(err); errs != nil {
+			return bodyReply(true, errs, true)
+		}
 		return st.canned.responseBodyAsIs
 	}
 	replaced := st.postHooks(msgs)
@@ -122,6 +122,27 @@ func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
 		body = joinArray(errs)
 	}
 	return bodyReply(true, body, true)
+}
+
+// unreadable handles an answer that is not valid JSON-RPC (say, a
+// duplicate member: a lenient client would read one of the two). When a
+// pending request's post hook fails closed, or the rules filter a pending
+// list, it returns the errors that replace it: a client must not read
+// unhooked what it could not be shown hooked. Otherwise it returns nil and
+// the answer passes as the server's own (nothing to hook; the client
+// reports it).
+func (st *stream) unreadable(err error) []byte {
+	if !st.pendingFailClosed() {
+		st.logger().Warn().Err(err).Msg("response is not valid JSON-RPC; passed unchanged")
+		return nil
+	}
+	st.obs.Immediate("invalid_response")
+	st.logger().Warn().Err(err).Msg("refused: response is not valid JSON-RPC, so its post hooks or rules cannot run")
+	errs := st.failPending("the server's answer cannot be inspected: " + err.Error())
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return joinArray(errs)
 }
 
 // failPending answers every pending request with an internal error saying

@@ -274,3 +274,75 @@ func checkListed(t *testing.T, what string, a answer, id string) {
 		t.Errorf("%s: tools %v, next cursor %q; want [echo] and a cursor", what, names, res.NextCursor)
 	}
 }
+
+// rulesHarness is the harness of rulesConfig with jwt_authn's metadata
+// forwarded; callAs sends body as the caller of token.
+func rulesHarness(t *testing.T) (*harness, func(token, body string, up envoytest.Upstream, kv ...string) *envoytest.Result) {
+	h := newHarness(t, rulesConfig)
+	h.filter.Forwarding = envoytest.Forwarding{
+		MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn"},
+		ReceivingNamespaces: []string{processor.MetadataNamespace},
+	}
+	return h, func(token, body string, up envoytest.Upstream, kv ...string) *envoytest.Result {
+		req := mcpPost(body, kv...)
+		if info := jwtInfo(&http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}}); info != nil {
+			req.Info = *info
+		}
+		return h.do(req, up)
+	}
+}
+
+const threeTools = `{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"echo"},{"name":"delete_file"},{"name":"ops_drain"}],"nextCursor":"c2"}}`
+
+// TestRulesListMessages: with MCP 2026-07-28 headers naming tools/list,
+// the answer is read only when the rules may hide something from the
+// caller; without them (2025-11-25) a request may be a list, so its
+// response headers are read, and its body only when it was one.
+func TestRulesListMessages(t *testing.T) {
+	_, callAs := rulesHarness(t)
+	list := `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`
+	h26 := []string{"Mcp-Protocol-Version", v26, "Mcp-Method", "tools/list"}
+	for _, tc := range []struct {
+		name, token, body string
+		kv                []string
+		up                string
+		msgs              int // ext_proc messages
+		want              string
+	}{
+		{"2026 list, admin: nothing to hide, not read", "admin-token", list, h26, threeTools, 2, threeTools},
+		{"2026 list, dev: filtered", "dev-token", list, h26, threeTools, 4,
+			`{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"echo"}],"nextCursor":"c2"}}`},
+		{"2025 list, admin: read, nothing hidden", "admin-token", list, nil, threeTools, 4, threeTools},
+		{"2025 tools/call: response headers only", "dev-token", echoCall, nil, `{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`, 3,
+			`{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := callAs(tc.token, tc.body, jsonUpstream(http.StatusOK, tc.up), tc.kv...)
+			if string(res.Body) != tc.want {
+				t.Errorf("client got %s, want %s", res.Body, tc.want)
+			}
+			if len(res.Sent) != tc.msgs {
+				t.Errorf("%d ext_proc messages, want %d", len(res.Sent), tc.msgs)
+			}
+		})
+	}
+}
+
+// TestRulesRefusals: in a batch, a denied element refuses the batch; a list result the filter
+// cannot read is refused, never passed; a rule refuses before any plugin
+// is asked.
+func TestRulesRefusals(t *testing.T) {
+	_, callAs := rulesHarness(t)
+	batch := `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}},` +
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"delete_file","arguments":{}}}]`
+	res := callAs("dev-token", batch, noUpstream(t))
+	if res.Status != http.StatusOK || !strings.Contains(string(res.Body), "only admins may delete files") ||
+		!strings.Contains(string(res.Body), "not executed") {
+		t.Errorf("batch with a denied element: %d %s", res.Status, res.Body)
+	}
+	bad := `{"jsonrpc":"2.0","id":5,"result":{"tools":[{"name":"echo","name":"delete_file"}]}}`
+	res = callAs("dev-token", `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`, jsonUpstream(http.StatusOK, bad))
+	if strings.Contains(string(res.Body), "delete_file") || !strings.Contains(string(res.Body), `"error"`) {
+		t.Errorf("ambiguous list result: %s, want an error and no delete_file", res.Body)
+	}
+}

@@ -23,6 +23,9 @@ func docRules(t *testing.T) (rs []Rule, exprs []string) {
 			exprs = append(exprs, celExamples(b[2])...)
 			continue
 		}
+		if !strings.Contains(b[2], "deny:") {
+			continue // Envoy configuration, not rules
+		}
 		var doc struct {
 			Extproc struct{ Rules []Rule } `yaml:"extproc"`
 		}

@@ -104,30 +104,41 @@ func (l *Lister) hides(c *compiled) bool {
 // items are used through in.Method (tools/call for tools/list, ...) from
 // this caller; in.Name and in.Arguments are ignored. It is false when every
 // rule is false for the caller whatever the item, so the list's answer
-// need not be read. It stops at the first rule that may hide.
+// need not be read. A rule guarded by mcp.name ("== x", "in [...]") is
+// judged for each name it admits, as the Lister would judge that item;
+// any other rule that reads mcp.name may hide unless it is false with the
+// name unknown. It stops at the first rule that may hide.
 func (s *Set) MayHide(in *Input) bool {
 	if s == nil || len(s.rules) == 0 {
 		return false
 	}
-	caller := *in
-	caller.Name, caller.Arguments = "", nil
-	act := activation{set: s, in: &caller}
-	unknown := partialActivation{&act, s.unknownNameArgs}
+	l := Lister{in: *in}
+	l.in.Name, l.in.Arguments = "", nil
+	l.act = activation{set: s, in: &l.in}
+	l.argsUnknown = partialActivation{&l.act, s.unknownArgs}
+	l.anyUnknown = partialActivation{&l.act, s.unknownNameArgs}
 	for i := range s.rules {
-		c := &s.rules[i]
-		if !c.method.admits(in.Method) {
-			continue
-		}
-		if c.partial == nil { // reads neither mcp.name nor mcp.arguments
-			out, _, err := c.prog.Eval(&act)
-			if deny, _ := denies(out, err); deny {
-				return true
-			}
-			continue
-		}
-		if out, _, err := c.partial.Eval(&unknown); err != nil || out != types.False {
+		if c := &s.rules[i]; c.method.admits(in.Method) && l.mayHide(c) {
 			return true
 		}
 	}
 	return false
+}
+
+// mayHide reports whether c may hide an item from the Lister's caller.
+func (l *Lister) mayHide(c *compiled) bool {
+	switch {
+	case c.vars&bit(varName) == 0:
+		return l.hides(c)
+	case c.name.set && len(c.name.list()) <= fewValues:
+		for _, name := range c.name.list() {
+			l.act.setValue(varName, types.String(name))
+			if l.hides(c) {
+				return true
+			}
+		}
+		return false
+	}
+	out, _, err := c.partial.Eval(&l.anyUnknown)
+	return err != nil || out != types.False
 }
