@@ -74,6 +74,14 @@ func ReplaceResult(m Message, result []byte) ([]byte, error) {
 	if !validValue(result) {
 		return nil, fmt.Errorf("replace result: %w", ErrInvalidValue)
 	}
+	return ReplaceValidResult(m, result)
+}
+
+// ReplaceValidResult is [ReplaceResult] for a result known to be valid
+// JSON, so not checked again: one derived from m's own result (which Parse
+// validated) by removing whole array elements. Never pass it what a plugin
+// or a peer wrote.
+func ReplaceValidResult(m Message, result []byte) ([]byte, error) {
 	start, end, _, found, err := locate(m, "result", m.Result, m.resultAt)
 	if err != nil {
 		return nil, fmt.Errorf("replace result: %w", err)

@@ -143,7 +143,8 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 	})
 	st.obs.RuleEvaluation("list", time.Since(start))
 	if err == nil && n > 0 {
-		out, err = mcpmsg.ReplaceResult(*m, out)
+		// The filter removed whole items from the result Parse validated.
+		out, err = mcpmsg.ReplaceValidResult(*m, out)
 	}
 	if err != nil {
 		st.logger().Warn().Err(err).Str("method", l.Method).Msg("refused: list result cannot be filtered by the rules")
