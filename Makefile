@@ -19,7 +19,7 @@ CMDS     := extproc example-plugin mcp-echo e2e
 # small so the whole of `make test` fits in 5 minutes on two cores; `make
 # fuzz` digs deeper with FUZZTIME (`make fuzz FUZZTIME=10m` by hand: a
 # duration is fine there). Measured (README, "What make test costs"): the
-# executions are a small part of a fuzz run (17 targets, warm cache: 58 s at
+# executions are a small part of a fuzz run (17 of the targets, warm cache: 58 s at
 # 5000x, 69 s at 20000x on a loaded 2-core machine); building the
 # instrumented test binaries on a cold cache is most of it.
 TEST_FUZZTIME ?= 5000x
