@@ -2,12 +2,12 @@ package rules
 
 import (
 	"fmt"
-	"github.com/go-json-experiment/json"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
+	"github.com/go-json-experiment/json"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
