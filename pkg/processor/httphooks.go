@@ -85,14 +85,21 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	return nil
 }
 
-// requestContext returns the plugin context for one message's hooks: a
-// copy of the HTTP hooks' context when they ran (so each message of a
-// batch starts from it, never from another message's), else a fresh one.
+// requestContext returns the plugin context of the current message's
+// hooks, made at the first of them: a copy of the HTTP hooks' context when
+// they ran (so each message of a batch starts from it, never from another
+// message's), else a fresh one. The message's later hooks get the same
+// context, so what a plugin keeps in http_auth_check_permission reaches
+// its pre hook, token_delegate and its post hook.
 func (st *stream) requestContext() *executor.RequestContext {
-	if st.httpContext != nil {
-		return st.httpContext.Clone()
+	if st.msgContext == nil {
+		if st.httpContext != nil {
+			st.msgContext = st.httpContext.Clone()
+		} else {
+			st.msgContext = executor.NewRequestContext(st.global)
+		}
 	}
-	return executor.NewRequestContext(st.global)
+	return st.msgContext
 }
 
 // verifiedOrHeaders resolves the configured sources, if any.

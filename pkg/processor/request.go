@@ -164,12 +164,16 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	}
 	var ed requestEdits
 	for i := range msgs.Messages {
+		st.msgContext = nil // each message's hooks share one context (requestContext)
 		if r, refused := st.checkPermission(i, &msgs.Messages[i]); refused {
 			ed.refusals = append(ed.refusals, r) // permission.go
 			continue
 		}
 		st.preHook(i, &msgs.Messages[i], &ed)
 		st.delegate(i, &msgs.Messages[i], &ed) // delegate.go
+	}
+	if msgs.Batch {
+		st.msgContext = nil // http_post_request gets the HTTP hooks' context (httppost.go)
 	}
 	if len(ed.refusals) > 0 {
 		return st.refuse(msgs, ed.refusals)
