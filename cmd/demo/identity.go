@@ -107,7 +107,7 @@ func refusedCall(ctx context.Context, url, step, token, body, method string, sta
 
 // allowedCaller calls the echo tool as the demo's caller and checks that
 // the plugin's permission check was sent that caller, in the payload and
-// in global_context.user.
+// in global_context.user, and the address it called from (loopback).
 func allowedCaller(ctx context.Context, st *localstack.Stack) e2e.Outcome {
 	o := e2e.Outcome{Step: "a caller with a good token", Method: "tools/call", Want: e2e.Allowed}
 	st.TakeCallers() // the earlier steps'
@@ -128,11 +128,13 @@ func allowedCaller(ctx context.Context, st *localstack.Stack) e2e.Outcome {
 	}
 	for _, c := range st.TakeCallers() {
 		if c.Permission == "tools.execute" {
-			if c.UserEmail != demoUser || c.GlobalUser != demoUser {
-				o.Verdict, o.Detail = e2e.Failed, fmt.Sprintf("the plugin was sent user_email %q, global_context.user %q, want %q", c.UserEmail, c.GlobalUser, demoUser)
+			if c.UserEmail != demoUser || c.GlobalUser != demoUser || c.ClientHost != "127.0.0.1" {
+				o.Verdict, o.Detail = e2e.Failed, fmt.Sprintf("the plugin was sent user_email %q, global_context.user %q, client_host %q, want %q, %q, 127.0.0.1",
+					c.UserEmail, c.GlobalUser, c.ClientHost, demoUser, demoUser)
 				return o
 			}
-			o.Verdict, o.Detail = e2e.Allowed, fmt.Sprintf("%s; the plugin was sent user_email %s and global_context.user %s", textOf(res.Content[0]), c.UserEmail, c.GlobalUser)
+			o.Verdict, o.Detail = e2e.Allowed, fmt.Sprintf("%s; the plugin was sent user_email %s, global_context.user %s, client_host %s",
+				textOf(res.Content[0]), c.UserEmail, c.GlobalUser, c.ClientHost)
 			return o
 		}
 	}

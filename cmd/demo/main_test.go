@@ -113,14 +113,14 @@ func TestKeep(t *testing.T) {
 // checkIdentitySteps: the demo's step 3 refused the caller without a token
 // (403, from the permission check) and the one with a bad token (401, from
 // the token check, with its challenge), and let the caller with a good
-// token through with its identity in what the plugin was sent.
+// token through with its identity and address in what the plugin was sent.
 func checkIdentitySteps(t *testing.T, out string) {
 	t.Helper()
 	for _, want := range []string{
 		`(?m)^ok +tools/call +a caller without a token +blocked +403 Permission denied: no authenticated caller \(plugin TokenCheck\)$`,
 		`(?m)^ok +initialize +a caller with a bad token +blocked +401 Invalid token: .*\(plugin TokenCheck\), WWW-Authenticate: Bearer$`,
 		`(?m)^ok +tools/call +a caller with a good token +allowed +echo: who am I; the plugin was sent user_email ` +
-			regexp.QuoteMeta(demoUser) + ` and global_context.user ` + regexp.QuoteMeta(demoUser) + `$`,
+			regexp.QuoteMeta(demoUser) + `, global_context.user ` + regexp.QuoteMeta(demoUser) + `, client_host 127\.0\.0\.1$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)

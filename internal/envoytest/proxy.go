@@ -86,6 +86,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body:      &readerSource{r: r.Body},
 		hasBody:   r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0,
 		trailers:  func() headerList { return headersFromHTTP(r.Trailer) },
+		info:      connectionInfo(r.RemoteAddr), // envoycontext.go
 	}
 	sink := &responseSink{w: w, rc: http.NewResponseController(w), declared: -1}
 	res, err := p.Filter.run(r.Context(), d, p.roundTrip, sink)

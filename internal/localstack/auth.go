@@ -30,10 +30,11 @@ type authServer struct {
 const maxCallers = 100
 
 // Caller is what the token check was told about a caller in one
-// http_auth_check_permission: the payload's user_email and permission, and
-// the e-mail of global_context.user ("" for an anonymous caller).
+// http_auth_check_permission: the payload's user_email, permission and
+// client_host, and the e-mail of global_context.user ("" for an anonymous
+// caller).
 type Caller struct {
-	UserEmail, Permission, GlobalUser string
+	UserEmail, Permission, ClientHost, GlobalUser string
 }
 
 // startAuth serves the token check for tokens on a loopback port.
@@ -73,7 +74,7 @@ func (r recording) InvokeHook(ctx context.Context, hook cpex.HookType, payload j
 func (a *authServer) record(payload json.RawMessage, pctx *cpex.PluginContext) {
 	var p cpex.HTTPAuthCheckPermissionPayload
 	_ = json.Unmarshal(payload, &p)
-	c := Caller{UserEmail: p.UserEmail, Permission: p.Permission}
+	c := Caller{UserEmail: p.UserEmail, Permission: p.Permission, ClientHost: p.ClientHost}
 	if pctx != nil {
 		var u struct {
 			Email string `json:"email"`

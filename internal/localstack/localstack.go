@@ -195,6 +195,12 @@ func (s *Stack) startFront(grpcAddr net.Addr, cfg *config.Config) error {
 		Filter: envoytest.Filter{
 			Client:            client,
 			AllowModeOverride: true,
+			// As in envoy/envoy.yaml: what the identity sources and the
+			// HTTP hooks' client_host and client_port read.
+			Forwarding: envoytest.Forwarding{
+				MetadataNamespaces: []string{"envoy.filters.http.jwt_authn"},
+				RequestAttributes:  []string{"connection.uri_san_peer_certificate", "source.address", "source.port"},
+			},
 			// As in envoy/envoy.yaml: above the whole-hook deadline.
 			MessageTimeout: cfg.HookTimeout() + time.Second,
 		},

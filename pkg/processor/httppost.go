@@ -57,7 +57,7 @@ func (st *stream) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *ext
 	resp := requestHeaderMap(h)
 	status, _ := strconv.Atoi(headerValue(findHeader(h.GetHeaders(), ":status")))
 	payload, err := json.Marshal(cpex.HTTPPostRequestPayload{Path: st.httpReq.path, Method: st.httpReq.method,
-		Headers: st.httpReq.headers, ResponseHeaders: resp, StatusCode: status})
+		Headers: st.httpReq.headers, ClientHost: st.client.host, ClientPort: st.client.port, ResponseHeaders: resp, StatusCode: status})
 	if err != nil {
 		return nil, internalError(st, "http_post_request payload: "+err.Error())
 	}

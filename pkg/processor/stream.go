@@ -87,6 +87,9 @@ type stream struct {
 	// and, for a body of one message, http_post_request); nil until one of
 	// them runs.
 	msgContext *executor.RequestContext
+	// client is the downstream peer Envoy named, for the HTTP hooks'
+	// client_host and client_port (client.go).
+	client clientAddress
 	// httpReq is the request as the HTTP hooks saw it, kept when
 	// http_post_request will run on the response headers (httppost.go).
 	httpReq   *httpRequest
