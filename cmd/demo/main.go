@@ -1,6 +1,7 @@
 // Command demo runs the whole product on loopback — the example plugin, the
 // mcp-extproc sidecar, an MCP server and an Envoy stand-in — pushes a scripted
-// MCP session through it, restarts the plugin, and prints what happened.
+// MCP session through it, restarts the plugin, shows a refused and an
+// allowed caller, and prints what happened.
 // `make demo` runs it.
 //
 //	go run ./cmd/demo [-transports mcp|mcp-node|grpc|grpc-uds|unix_socket[,second]] [-keep] [-log FILE]
@@ -20,6 +21,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -69,7 +71,7 @@ func parseFlags(args []string, stderr io.Writer) (o options, ok bool) {
 	list := fs.String("transports", "mcp", "how the example policy is served: one or two (deny, redact) of mcp, mcp-node (the TypeScript SDK server on Node.js), grpc, grpc-uds, unix_socket, comma-separated")
 	fs.BoolVar(&o.keep, "keep", false, "keep the stack up after the script, until SIGINT (Ctrl-C) or SIGTERM")
 	fs.StringVar(&o.logPath, "log", "", "file for the sidecar's and the plugins' logs (default: a new file in the temporary directory)")
-	fs.DurationVar(&o.load, "load", 3*time.Second, "how long step 3 runs 20 concurrent sessions (0 skips it)")
+	fs.DurationVar(&o.load, "load", 3*time.Second, "how long step 4 runs 20 concurrent sessions (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return o, false
 	}
@@ -107,7 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	sctx, cancel := context.WithTimeout(ctx, scriptTimeout)
 	defer cancel()
-	st, err := localstack.Start(sctx, localstack.Options{Logger: log, Transports: o.transports})
+	st, err := localstack.Start(sctx, localstack.Options{Logger: log, Transports: o.transports,
+		Tokens: map[string]string{demoToken: demoUser}})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
@@ -125,14 +128,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// script runs the three steps of the demo and prints their results; it
+// script runs the four steps of the demo and prints their results; it
 // returns 0 when every step ended as expected, else 1.
 func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stdout, "\nmcp-extproc demo\n  MCP endpoint (Envoy stand-in): %s\n  sidecar admin: %s\n  plugin config: %s\n  policy: deny %q, redact e-mail addresses\n  plugins: %s\n\n",
+	fmt.Fprintf(stdout, "\nmcp-extproc demo\n  MCP endpoint (Envoy stand-in): %s\n  sidecar admin: %s\n  plugin config: %s\n  policy: deny %q, redact e-mail addresses; callers need a bearer token\n  plugins: %s\n\n",
 		st.URL, st.AdminURL, st.ConfigPath, localstack.Policy.Deny[0], strings.Join(st.Plugins(), "; "))
 
-	fmt.Fprintln(stdout, "1. A scripted MCP session through Envoy, the sidecar and the plugin:")
-	outcomes, err := e2e.Script(ctx, st.URL, nil)
+	hc := callerClient(demoToken) // identity.go
+	fmt.Fprintf(stdout, "1. A scripted MCP session through Envoy, the sidecar and the plugin, as %s (bearer token):\n", demoUser)
+	outcomes, err := e2e.Script(ctx, st.URL, hc)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
@@ -144,7 +148,7 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 		fmt.Fprintln(stderr, "demo: restart plugin:", err)
 		return 1
 	}
-	outcomes, err = e2e.Script(ctx, st.URL, nil)
+	outcomes, err = e2e.Script(ctx, st.URL, hc)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
@@ -152,7 +156,10 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 	if e2e.Print(stdout, outcomes) != 0 {
 		code = 1
 	}
-	if load > 0 && loadStep(ctx, st, load, stdout, stderr) != 0 {
+	if identityStep(ctx, st, stdout) != 0 {
+		code = 1
+	}
+	if load > 0 && loadStep(ctx, st, load, hc, stdout, stderr) != 0 {
 		code = 1
 	}
 	if code == 0 {
@@ -163,10 +170,10 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 	return code
 }
 
-// loadStep runs 20 concurrent sessions for d while the plugin restarts once,
-// one second in (or half-way, for a shorter d).
-func loadStep(ctx context.Context, st *localstack.Stack, d time.Duration, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stdout, "\n3. 20 concurrent sessions for %v while the plugin restarts once more:\n", d)
+// loadStep runs 20 concurrent sessions of hc's caller for d while the
+// plugin restarts once, one second in (or half-way, for a shorter d).
+func loadStep(ctx context.Context, st *localstack.Stack, d time.Duration, hc *http.Client, stdout, stderr io.Writer) int {
+	fmt.Fprintf(stdout, "\n4. 20 concurrent sessions for %v while the plugin restarts once more:\n", d)
 	lctx, lcancel := context.WithTimeout(ctx, d)
 	defer lcancel()
 	restarted := make(chan struct{})
@@ -181,7 +188,7 @@ func loadStep(ctx context.Context, st *localstack.Stack, d time.Duration, stdout
 			fmt.Fprintln(stderr, "demo: restart plugin:", err)
 		}
 	}()
-	res := e2e.Load(lctx, st.URL, nil, 20)
+	res := e2e.Load(lctx, st.URL, hc, 20)
 	lcancel()
 	<-restarted
 	fmt.Fprintf(stdout, "   %d calls, %d failed\n", res.Calls, res.Failures)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/e2e"
 )
 
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
@@ -93,6 +96,7 @@ func TestKeep(t *testing.T) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
 		}
 	}
+	checkIdentitySteps(t, out)
 	logs, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -103,5 +107,55 @@ func TestKeep(t *testing.T) {
 	}
 	if strings.Contains(out, logLine) || strings.Contains(stderr.String(), logLine) {
 		t.Errorf("sidecar logs reached stdout or stderr:\n%s\n%s", out, stderr.String())
+	}
+}
+
+// checkIdentitySteps: the demo's step 3 refused the caller without a token
+// (403, from the permission check) and the one with a bad token (401, from
+// the token check, with its challenge), and let the caller with a good
+// token through with its identity and address in what the plugin was sent.
+func checkIdentitySteps(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		`(?m)^ok +tools/call +a caller without a token +blocked +403 Permission denied: no authenticated caller \(plugin TokenCheck\)$`,
+		`(?m)^ok +initialize +a caller with a bad token +blocked +401 Invalid token: .*\(plugin TokenCheck\), WWW-Authenticate: Bearer$`,
+		`(?m)^ok +tools/call +a caller with a good token +allowed +echo: who am I; the plugin was sent user_email ` +
+			regexp.QuoteMeta(demoUser) + `, global_context.user ` + regexp.QuoteMeta(demoUser) + `, client_host 127\.0\.0\.1$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)
+		}
+	}
+}
+
+// TestRefusedCall: the denied callers' step fails unless the sidecar
+// refused with the expected status and a JSON-RPC error: a caller that got
+// through, or any other answer, is not a refusal.
+func TestRefusedCall(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+		body   string
+		want   e2e.Verdict
+	}{
+		{name: "refused", status: http.StatusForbidden, body: `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"Permission denied: x","data":{"plugin":"TokenCheck"}}}`, want: e2e.Blocked},
+		{name: "got through", status: http.StatusOK, body: `{"jsonrpc":"2.0","id":1,"result":{"content":[]}}`, want: e2e.Allowed},
+		{name: "other status", status: http.StatusUnauthorized, body: `{"jsonrpc":"2.0","id":1,"error":{"code":-32000,"message":"no"}}`, want: e2e.Failed},
+		{name: "no JSON-RPC error", status: http.StatusForbidden, body: `forbidden`, want: e2e.Failed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Header.Get("Authorization") != "" {
+					t.Errorf("a caller without a token sent Authorization")
+				}
+				w.WriteHeader(tc.status)
+				io.WriteString(w, tc.body)
+			}))
+			defer srv.Close()
+			o := refusedCall(context.Background(), srv.URL, "step", "", `{}`, "tools/call", http.StatusForbidden)
+			if o.Verdict != tc.want || o.OK() != (tc.want == e2e.Blocked) {
+				t.Errorf("verdict %s (ok %v), want %s: %s", o.Verdict, o.OK(), tc.want, o.Detail)
+			}
+		})
 	}
 }

@@ -15,10 +15,11 @@
 //	               [--token TOKEN=EMAIL]...
 //	example-plugin --policy FILE [--addr :8000] ...
 //
-// Each --token adds the TokenCheck plugin (http_auth_resolve_user): a
-// request with a known bearer token is that e-mail's, an unknown one is
-// refused with 401, one without a bearer token is left to the other
-// identity sources.
+// Each --token adds the TokenCheck plugin (http_auth_resolve_user,
+// http_auth_check_permission): a request with a known bearer token is that
+// e-mail's, an unknown one is refused with 401, one without a bearer token
+// is left to the other identity sources, and a request none of them names
+// is refused at its permission check (403).
 //
 // With flags, every --name (default ExamplePolicy) is served as a plugin
 // with the same rules. With --policy, the YAML or JSON file lists the
@@ -95,7 +96,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.priority, "priority", policy.DefaultPriority, "priority reported by get_plugin_config (lower runs first)")
 	fs.BoolVar(&o.jsonResponse, "json-response", false, "answer with application/json instead of SSE")
 	fs.BoolVar(&o.stateless, "stateless", false, "keep no MCP sessions (MCP 2026-07-28; older clients served without a session)")
-	fs.Var(&o.tokens, "token", "TOKEN=EMAIL: also serve the "+policy.DefaultTokenCheckName+" plugin (http_auth_resolve_user), which knows this bearer token (repeatable)")
+	fs.Var(&o.tokens, "token", "TOKEN=EMAIL: also serve the "+policy.DefaultTokenCheckName+" plugin (http_auth_resolve_user, http_auth_check_permission), which knows this bearer token and refuses anonymous callers (repeatable)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", "", "also serve cpex gRPC on host:port, or on unix:///abs/path.sock")
 	fs.StringVar(&o.unixSocket, "unix-socket", "", "also serve cpex's Unix-socket transport on this absolute path")

@@ -47,7 +47,10 @@
 // left DEFAULT keep the configured ones, both body modes are taken
 // literally), checks that each reply carries the matching oneof, applies
 // body mutations to what the client receives, and at the end half-closes
-// and resets the stream at once, as Envoy does by default. It does not validate
+// and resets the stream at once, as Envoy does by default. Each message of
+// a [Prepared] exchange is encoded once and the same bytes go to every
+// target, so Envoy's share of a large message (a JWT payload in
+// metadata_context) costs no target anything. It does not validate
 // header mutations or run per-message timers the way internal/envoytest
 // does; that fake spends a goroutine per send and records every message,
 // which would dominate the figures. There is no upstream: the response

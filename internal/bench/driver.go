@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 )
@@ -76,7 +78,11 @@ type Driver struct {
 
 // Prepared is an Exchange turned into the ext_proc messages that carry it,
 // built once and sent by every [Driver.Do]. It is read-only and may be used
-// by many goroutines at once.
+// by many goroutines at once. Each message is encoded once, at its first
+// send, and the same bytes go to every target: Envoy's encoding is not what
+// the bench measures, and a constant message costs every target the same
+// (none). A message changed after Prepare must be changed before the first
+// Do.
 type Prepared struct {
 	x            *Exchange
 	reqHeaders   *extprocv3.ProcessingRequest
@@ -85,6 +91,14 @@ type Prepared struct {
 	respChunks   []*extprocv3.ProcessingRequest // STREAMED
 	respBuffered *extprocv3.ProcessingRequest   // BUFFERED: the whole body
 	respLen      int
+	wire         map[*extprocv3.ProcessingRequest]*encoded
+}
+
+// encoded is one message's wire form, made at its first send.
+type encoded struct {
+	once sync.Once
+	msg  grpc.PreparedMsg
+	err  error
 }
 
 // Prepare builds the messages of x.
@@ -109,7 +123,27 @@ func Prepare(x *Exchange) *Prepared {
 		p.respBuffered = &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseBody{
 			ResponseBody: &extprocv3.HttpBody{Body: whole, EndOfStream: true}}}
 	}
+	p.wire = map[*extprocv3.ProcessingRequest]*encoded{}
+	for _, m := range append([]*extprocv3.ProcessingRequest{p.reqHeaders, p.reqBody, p.respHeaders, p.respBuffered}, p.respChunks...) {
+		if m != nil {
+			p.wire[m] = &encoded{}
+		}
+	}
 	return p
+}
+
+// send sends m of p on cs, encoded once for all gRPC streams. The
+// in-memory Pipe, which has no wire, gets the message itself.
+func (p *Prepared) send(cs extprocv3.ExternalProcessor_ProcessClient, m *extprocv3.ProcessingRequest) error {
+	e := p.wire[m]
+	if _, pipe := cs.(*pipeClientStream); pipe || e == nil {
+		return cs.Send(m)
+	}
+	e.once.Do(func() { e.err = e.msg.Encode(cs, m) })
+	if e.err != nil {
+		return fmt.Errorf("encode %s: %w", kindOf(m), e.err)
+	}
+	return cs.SendMsg(&e.msg)
 }
 
 // ResponseLen is the length of the response body.
@@ -154,6 +188,7 @@ func (m *modes) override(o *filterv3.ProcessingMode) {
 // stream is one Process stream of one exchange.
 type stream struct {
 	cs  extprocv3.ExternalProcessor_ProcessClient
+	p   *Prepared
 	out *Outcome
 }
 
@@ -161,7 +196,7 @@ type stream struct {
 // response is returned as is.
 func (s *stream) call(m *extprocv3.ProcessingRequest) (*extprocv3.ProcessingResponse, error) {
 	s.out.Messages++
-	if err := s.cs.Send(m); err != nil {
+	if err := s.p.send(s.cs, m); err != nil {
 		return nil, fmt.Errorf("send %s: %w", kindOf(m), err)
 	}
 	r, err := s.cs.Recv()
@@ -191,7 +226,7 @@ func (d *Driver) Do(ctx context.Context, c extprocv3.ExternalProcessorClient, p 
 	if err != nil {
 		return out, fmt.Errorf("open stream: %w", err)
 	}
-	s := &stream{cs: cs, out: &out}
+	s := &stream{cs: cs, p: p, out: &out}
 	done, err := d.exchange(s, p, start)
 	if err != nil || done {
 		return out, err

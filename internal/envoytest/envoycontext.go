@@ -1,7 +1,9 @@
 package envoytest
 
 import (
+	"net"
 	"slices"
+	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -54,6 +56,24 @@ type StreamInfo struct {
 	// Attributes are the values of the attributes Envoy can evaluate for
 	// this request, by name ("connection.uri_san_peer_certificate").
 	Attributes map[string]*structpb.Value
+}
+
+// connectionInfo is what the Proxy knows of a request: the downstream
+// connection's remote address (http.Request.RemoteAddr) as Envoy's
+// attributes source.address ("ip:port") and source.port. Sent only when
+// the filter's request_attributes lists them, as every attribute.
+func connectionInfo(remote string) *StreamInfo {
+	info := &StreamInfo{Attributes: map[string]*structpb.Value{}}
+	if remote == "" {
+		return info
+	}
+	info.Attributes["source.address"] = structpb.NewStringValue(remote)
+	if _, port, err := net.SplitHostPort(remote); err == nil {
+		if n, err := strconv.Atoi(port); err == nil {
+			info.Attributes["source.port"] = structpb.NewNumberValue(float64(n))
+		}
+	}
+	return info
 }
 
 // AttributesKey is the key of ProcessingRequest.attributes: the filter name.

@@ -84,3 +84,27 @@ func TestReceivedMetadataOnlyInReceivingNamespaces(t *testing.T) {
 		t.Errorf("dropped = %v, want %v", res.DroppedMetadata, want)
 	}
 }
+
+// TestConnectionInfo: the Proxy's requests carry the downstream peer as
+// Envoy's source.address and source.port attributes.
+func TestConnectionInfo(t *testing.T) {
+	for _, tc := range []struct {
+		remote, addr string
+		port         float64
+		hasPort      bool
+	}{
+		{remote: "127.0.0.1:41000", addr: "127.0.0.1:41000", port: 41000, hasPort: true},
+		{remote: "[::1]:8080", addr: "[::1]:8080", port: 8080, hasPort: true},
+		{remote: "@", addr: "@"},
+		{remote: ""},
+	} {
+		a := connectionInfo(tc.remote).Attributes
+		if got := a["source.address"].GetStringValue(); got != tc.addr {
+			t.Errorf("%q: source.address %q, want %q", tc.remote, got, tc.addr)
+		}
+		p, ok := a["source.port"]
+		if ok != tc.hasPort || p.GetNumberValue() != tc.port {
+			t.Errorf("%q: source.port %v, want %v", tc.remote, p, tc.port)
+		}
+	}
+}

@@ -21,7 +21,7 @@ type downstreamRequest struct {
 	body                            bodySource
 	hasBody                         bool
 	trailers                        func() headerList
-	info                            *StreamInfo // nil: none (Proxy)
+	info                            *StreamInfo // nil: none
 }
 
 // exchange is one HTTP exchange through the filter: Envoy's ext_proc Filter

@@ -92,6 +92,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body:      &readerSource{r: r.Body},
 		hasBody:   r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0,
 		trailers:  func() headerList { return headersFromHTTP(r.Trailer) },
+		info:      connectionInfo(r.RemoteAddr), // envoycontext.go
 	}
 	if p.Info != nil {
 		d.info = p.Info(r)

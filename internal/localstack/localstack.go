@@ -56,6 +56,12 @@ type Options struct {
 	// plugin over the first and a redaction plugin over the second, both
 	// in one config.
 	Transports []Transport
+	// Tokens, when set, add the example plugin's token check
+	// (policy.NewTokenCheck: bearer token → e-mail) as a plugin served
+	// over MCP by its own server, which RestartPlugin leaves running: a
+	// request with an unknown token is refused (401), one that no identity
+	// source names is refused at its permission check (403).
+	Tokens map[string]string
 }
 
 // Stack is a running local stack.
@@ -68,6 +74,7 @@ type Stack struct {
 	AdminURL string
 
 	plugins  pluginServers
+	auth     *authServer // Options.Tokens
 	upstream *http.Server
 	front    *http.Server
 	proxy    *envoytest.Proxy
@@ -123,11 +130,18 @@ func (s *Stack) startPlugins(opts Options) (*config.Config, error) {
 		}
 		s.plugins = append(s.plugins, p)
 	}
+	entries := s.plugins.entries()
+	if len(opts.Tokens) > 0 {
+		if s.auth, err = startAuth(opts.Tokens); err != nil {
+			return nil, fmt.Errorf("token check: %w", err)
+		}
+		entries += s.auth.entry()
+	}
 	tmpl := opts.Config
 	if tmpl == "" {
 		tmpl = ConfigTemplate
 	}
-	if err := os.WriteFile(s.ConfigPath, fmt.Appendf(nil, tmpl, s.plugins.entries()), 0o600); err != nil {
+	if err := os.WriteFile(s.ConfigPath, fmt.Appendf(nil, tmpl, entries), 0o600); err != nil {
 		return nil, err
 	}
 	cfg, err := config.Load(s.ConfigPath)
@@ -181,6 +195,12 @@ func (s *Stack) startFront(grpcAddr net.Addr, cfg *config.Config) error {
 		Filter: envoytest.Filter{
 			Client:            client,
 			AllowModeOverride: true,
+			// As in envoy/envoy.yaml: what the identity sources and the
+			// HTTP hooks' client_host and client_port read.
+			Forwarding: envoytest.Forwarding{
+				MetadataNamespaces: []string{"envoy.filters.http.jwt_authn"},
+				RequestAttributes:  []string{"connection.uri_san_peer_certificate", "source.address", "source.port"},
+			},
 			// As in envoy/envoy.yaml: above the whole-hook deadline.
 			MessageTimeout: cfg.HookTimeout() + time.Second,
 		},
@@ -231,6 +251,17 @@ func (s *Stack) RestartPlugin() error { return s.plugins.restart() }
 // (MCPNode); ok is false otherwise.
 func (s *Stack) NodeInitializes() (n int, ok bool) { return s.plugins.nodeInitializes() }
 
+// TakeCallers returns what the token check (Options.Tokens) was told about
+// the caller in each http_auth_check_permission since the last call (at
+// most the last 100), oldest first, and forgets them; nil without
+// Options.Tokens.
+func (s *Stack) TakeCallers() []Caller {
+	if s.auth == nil {
+		return nil
+	}
+	return s.auth.takeCallers()
+}
+
 // StopPlugin stops the plugin servers for good (until RestartPlugin).
 func (s *Stack) StopPlugin() { s.plugins.halt() }
 
@@ -239,6 +270,9 @@ func (s *Stack) Plugins() []string {
 	out := make([]string, len(s.plugins))
 	for i, p := range s.plugins {
 		out[i] = fmt.Sprintf("%s over %s (%s)", p.name, p.transport, p.addr)
+	}
+	if s.auth != nil {
+		out = append(out, fmt.Sprintf("%s over mcp (%s)", policy.DefaultTokenCheckName, s.auth.addr))
 	}
 	return out
 }
@@ -263,6 +297,9 @@ func (s *Stack) Close() error {
 		s.upstream.Close()
 	}
 	s.plugins.halt()
+	if s.auth != nil {
+		s.auth.close()
+	}
 	if s.ConfigPath != "" {
 		os.RemoveAll(filepath.Dir(s.ConfigPath))
 	}

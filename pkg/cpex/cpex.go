@@ -182,9 +182,11 @@ type Delegation struct {
 // the caller's real token (cpex's own client sends "**********"): never
 // log it. Headers is required by the model's default ({}), sent anyway.
 type IdentityResolvePayload struct {
-	RawToken string            `json:"raw_token"`
-	Source   string            `json:"source"`
-	Headers  map[string]string `json:"headers"`
+	RawToken   string            `json:"raw_token"`
+	Source     string            `json:"source"`
+	Headers    map[string]string `json:"headers"`
+	ClientHost string            `json:"client_host,omitempty"`
+	ClientPort int               `json:"client_port,omitempty"`
 }
 
 // Subject is who identity_resolve says is calling (cpex's security

@@ -155,9 +155,11 @@ func bounded(v string) (string, bool) {
 	return v, true
 }
 
-// boundedList keeps the usable values of vs, at most MaxListItems.
+// boundedList keeps the usable values of vs, at most MaxListItems, in
+// vs's own array (callers pass a slice made for the call); nil when none
+// is usable.
 func boundedList(vs []string) []string {
-	var out []string
+	out := vs[:0]
 	for _, v := range vs {
 		if len(out) == MaxListItems {
 			break
@@ -165,6 +167,9 @@ func boundedList(vs []string) []string {
 		if v, ok := bounded(v); ok {
 			out = append(out, v)
 		}
+	}
+	if len(out) == 0 {
+		return nil
 	}
 	return out
 }

@@ -91,8 +91,12 @@ func claimStrings(payload *structpb.Struct, path []string) []string {
 	case *structpb.Value_StringValue:
 		return []string{v.StringValue}
 	case *structpb.Value_ListValue:
-		var out []string
-		for _, item := range v.ListValue.GetValues() {
+		items := v.ListValue.GetValues()
+		if len(items) == 0 {
+			return nil
+		}
+		out := make([]string, 0, len(items))
+		for _, item := range items {
 			if s, ok := item.GetKind().(*structpb.Value_StringValue); ok {
 				out = append(out, s.StringValue)
 			}

@@ -40,6 +40,9 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	hooks := st.snap.Hooks
 	pre, auth := hooks.Applies(cpex.HTTPPreRequest), hooks.Applies(cpex.HTTPAuthResolveUser)
 	post, resolve := hooks.Applies(cpex.HTTPPostRequest), hooks.Applies(cpex.IdentityResolve)
+	if pre || auth || post || resolve || hooks.Applies(cpex.HTTPAuthCheckPermission) {
+		st.readClient() // client.go
+	}
 	if !pre && !auth && !post && !resolve {
 		if st.snap.Identity != nil {
 			st.resolveIdentity(h)
@@ -86,14 +89,21 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 	return nil
 }
 
-// requestContext returns the plugin context for one message's hooks: a
-// copy of the HTTP hooks' context when they ran (so each message of a
-// batch starts from it, never from another message's), else a fresh one.
+// requestContext returns the plugin context of the current message's
+// hooks, made at the first of them: a copy of the HTTP hooks' context when
+// they ran (so each message of a batch starts from it, never from another
+// message's), else a fresh one. The message's later hooks get the same
+// context, so what a plugin keeps in http_auth_check_permission reaches
+// its pre hook, token_delegate and its post hook.
 func (st *stream) requestContext() *executor.RequestContext {
-	if st.httpContext != nil {
-		return st.httpContext.Clone()
+	if st.msgContext == nil {
+		if st.httpContext != nil {
+			st.msgContext = st.httpContext.Clone()
+		} else {
+			st.msgContext = executor.NewRequestContext(st.global)
+		}
 	}
-	return executor.NewRequestContext(st.global)
+	return st.msgContext
 }
 
 // verifiedOrHeaders resolves the configured sources, if any.
@@ -129,7 +139,8 @@ func requestHeaderMap(h *extprocv3.HttpHeaders) map[string]string {
 // gets them too, so http_auth_resolve_user sees the new values.
 func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, headers map[string]string, rc *executor.RequestContext) *extprocv3.ProcessingResponse {
 	p, _, _ := strings.Cut(path, "?")
-	payload, err := json.Marshal(cpex.HTTPPreRequestPayload{Path: p, Method: method, Headers: headers})
+	payload, err := json.Marshal(cpex.HTTPPreRequestPayload{Path: p, Method: method, Headers: headers,
+		ClientHost: st.client.host, ClientPort: st.client.port})
 	if err != nil {
 		return internalError(st, "http_pre_request payload: "+err.Error())
 	}
@@ -237,7 +248,7 @@ func (st *stream) refuseAtHeaders(r refusal) *extprocv3.ProcessingResponse {
 // resolveUser runs http_auth_resolve_user; it returns the user, or nil
 // when no plugin named one, or the reply refusing the request.
 func (st *stream) resolveUser(headers map[string]string, rc *executor.RequestContext) (*identity.Identity, *extprocv3.ProcessingResponse) {
-	p := cpex.HTTPAuthResolveUserPayload{Headers: headers}
+	p := cpex.HTTPAuthResolveUserPayload{Headers: headers, ClientHost: st.client.host, ClientPort: st.client.port}
 	if scheme, cred, ok := strings.Cut(headers["authorization"], " "); ok && scheme != "" {
 		p.Credentials = &cpex.HTTPCredentials{Scheme: scheme, Credentials: strings.TrimSpace(cred)}
 	}

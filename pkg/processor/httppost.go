@@ -20,7 +20,10 @@ import (
 // passthrough, a request no post hook reads). The plugins get the request
 // as the HTTP hooks saw it (path, method, headers after http_pre_request),
 // the response headers and the status, with the plugin context of the
-// request phase (what http_pre_request's plugins kept). The headers they
+// request phase: what the plugins kept in http_pre_request and, for a body
+// of one message, in that message's hooks (http_auth_check_permission, its
+// pre hook, token_delegate); its post hook, which runs later on the
+// response body, then sees what they keep here. The headers they
 // return are set on the response, with the protections of http_pre_request
 // (never ":"-headers, host, x-envoy*, framing or MCP headers, nor a
 // credential header the server sent unless allow_credential_headers). A
@@ -54,11 +57,14 @@ func (st *stream) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *ext
 	resp := requestHeaderMap(h)
 	status, _ := strconv.Atoi(headerValue(findHeader(h.GetHeaders(), ":status")))
 	payload, err := json.Marshal(cpex.HTTPPostRequestPayload{Path: st.httpReq.path, Method: st.httpReq.method,
-		Headers: st.httpReq.headers, ResponseHeaders: resp, StatusCode: status})
+		Headers: st.httpReq.headers, ClientHost: st.client.host, ClientPort: st.client.port, ResponseHeaders: resp, StatusCode: status})
 	if err != nil {
 		return nil, internalError(st, "http_post_request payload: "+err.Error())
 	}
-	rc := st.httpContext
+	rc := st.msgContext // a body of one message: its hooks' context
+	if rc == nil {
+		rc = st.httpContext
+	}
 	if rc == nil {
 		rc = executor.NewRequestContext(st.global)
 		rc.Secrets = credentialSecrets(st.httpReq.headers)

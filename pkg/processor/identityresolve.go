@@ -42,7 +42,8 @@ func (st *stream) identityResolve(headers map[string]string, rc *executor.Reques
 	if token = strings.TrimSpace(token); !strings.EqualFold(scheme, "bearer") || token == "" {
 		return nil, nil
 	}
-	payload, err := json.Marshal(cpex.IdentityResolvePayload{RawToken: token, Source: "bearer", Headers: headers})
+	payload, err := json.Marshal(cpex.IdentityResolvePayload{RawToken: token, Source: "bearer", Headers: headers,
+		ClientHost: st.client.host, ClientPort: st.client.port})
 	if err != nil {
 		return nil, internalError(st, "identity_resolve payload: "+err.Error())
 	}

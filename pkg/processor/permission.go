@@ -81,7 +81,7 @@ func (st *stream) checkPermission(i int, m *mcpmsg.Message) (refusal, bool) {
 // permissionPayload describes the caller as the identity resolved it; an
 // anonymous caller has an empty user_email.
 func (st *stream) permissionPayload(perm permission) cpex.HTTPAuthCheckPermissionPayload {
-	p := cpex.HTTPAuthCheckPermissionPayload{Permission: perm.name, ResourceType: perm.resourceType}
+	p := cpex.HTTPAuthCheckPermissionPayload{Permission: perm.name, ResourceType: perm.resourceType, ClientHost: st.client.host}
 	if uc := st.global.UserContext; uc != nil {
 		p.UserEmail, p.IsAdmin, p.TeamID, p.AuthMethod = uc.Email, uc.IsAdmin, uc.TeamID, uc.AuthMethod
 		if p.UserEmail == "" {

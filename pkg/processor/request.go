@@ -165,6 +165,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 	var ed requestEdits
 	for i := range msgs.Messages {
 		m := &msgs.Messages[i]
+		st.msgContext = nil // each message's hooks share one context (requestContext)
 		if r, refused := st.checkRules(i, m); refused {
 			ed.refusals = append(ed.refusals, r) // rules.go
 			continue
@@ -176,6 +177,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		st.preHook(i, m, &ed)
 		st.delegate(i, m, &ed) // delegate.go
 		st.listRequest(m)      // rules.go
+	}
+	if msgs.Batch {
+		st.msgContext = nil // http_post_request gets the HTTP hooks' context (httppost.go)
 	}
 	st.decideBody(msgs, &ed)
 	if len(ed.refusals) > 0 {

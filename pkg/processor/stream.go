@@ -93,6 +93,14 @@ type stream struct {
 	// httpContext is the plugin context the HTTP hooks left, copied into
 	// each message's hooks (requestContext).
 	httpContext *executor.RequestContext
+	// msgContext is the plugin context the hooks of the message being
+	// inspected share (permission, pre hook, delegate, then its post hook
+	// and, for a body of one message, http_post_request); nil until one of
+	// them runs.
+	msgContext *executor.RequestContext
+	// client is the downstream peer Envoy named, for the HTTP hooks'
+	// client_host and client_port (client.go).
+	client clientAddress
 	// httpReq is the request as the HTTP hooks saw it, kept when
 	// http_post_request will run on the response headers (httppost.go).
 	httpReq   *httpRequest

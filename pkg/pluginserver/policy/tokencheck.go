@@ -14,11 +14,14 @@ import (
 // DefaultTokenCheckName is the name of the token-check plugin.
 const DefaultTokenCheckName = "TokenCheck"
 
-// NewTokenCheck returns the example auth plugin: on http_auth_resolve_user
+// NewTokenCheck returns the example auth plugin. On http_auth_resolve_user
 // it answers the user of a known bearer token (tokens maps token → e-mail),
 // refuses an unknown one (401, WWW-Authenticate: Bearer), and leaves a
-// request without a bearer token to the other identity sources. Tokens are
-// compared in constant time and never logged.
+// request without a bearer token to the other identity sources. On
+// http_auth_check_permission it grants every permission to a caller some
+// source named and denies an anonymous one (user_email ""), so that a
+// request no identity source answers is refused (403). Tokens are compared
+// in constant time and never logged.
 func NewTokenCheck(name string, tokens map[string]string) (pluginserver.Plugin, error) {
 	if name == "" {
 		name = DefaultTokenCheckName
@@ -33,9 +36,12 @@ func NewTokenCheck(name string, tokens map[string]string) (pluginserver.Plugin, 
 		}
 		known = append(known, tokenUser{token: []byte(tok), email: email})
 	}
-	cfg := pluginserver.Config{Name: name, Hooks: []cpex.HookType{cpex.HTTPAuthResolveUser},
-		Description: "example bearer-token check (http_auth_resolve_user)"}
-	return pluginserver.Func(cfg, func(_ context.Context, _ cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	cfg := pluginserver.Config{Name: name, Hooks: []cpex.HookType{cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission},
+		Description: "example bearer-token check (http_auth_resolve_user, http_auth_check_permission)"}
+	return pluginserver.Func(cfg, func(_ context.Context, hook cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		if hook == cpex.HTTPAuthCheckPermission {
+			return checkPermission(name, payload)
+		}
 		var p cpex.HTTPAuthResolveUserPayload
 		if err := json.Unmarshal(payload, &p); err != nil {
 			return nil, fmt.Errorf("http_auth_resolve_user payload: %w", err)
@@ -54,6 +60,19 @@ func NewTokenCheck(name string, tokens map[string]string) (pluginserver.Plugin, 
 		return pluginserver.Block(name, cpex.PluginViolation{Reason: "Invalid token", Description: "bearer token not recognised",
 			Code: "INVALID_TOKEN", HTTPStatusCode: &status, HTTPHeaders: map[string]string{"WWW-Authenticate": "Bearer"}}), nil
 	}), nil
+}
+
+// checkPermission grants a named caller and denies an anonymous one.
+func checkPermission(name string, payload json.RawMessage) (*cpex.InvokeHookReply, error) {
+	var p cpex.HTTPAuthCheckPermissionPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, fmt.Errorf("http_auth_check_permission payload: %w", err)
+	}
+	granted, reason := true, "authenticated caller"
+	if strings.TrimSpace(p.UserEmail) == "" {
+		granted, reason = false, "no authenticated caller"
+	}
+	return pluginserver.Modify(name, cpex.PermissionDecision{Granted: &granted, Reason: reason})
 }
 
 type tokenUser struct {

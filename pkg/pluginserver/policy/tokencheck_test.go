@@ -59,3 +59,33 @@ func TestTokenCheck(t *testing.T) {
 		t.Errorf("duplicate extra plugin: %v", err)
 	}
 }
+
+// TestTokenCheckPermission: a named caller is granted, an anonymous one
+// denied, whatever the permission.
+func TestTokenCheckPermission(t *testing.T) {
+	p, err := NewTokenCheck("", map[string]string{"good-token": "alice@example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		payload string
+		granted bool
+	}{
+		{payload: `{"user_email":"alice@example.com","permission":"tools.execute","resource_type":"tool","is_admin":false}`, granted: true},
+		{payload: `{"user_email":"carol","permission":"prompts.read","is_admin":false}`, granted: true},
+		{payload: `{"user_email":"","permission":"tools.execute","is_admin":false}`},
+		{payload: `{"user_email":"  ","permission":"tools.read","is_admin":false}`},
+	} {
+		reply, err := p.InvokeHook(context.Background(), cpex.HTTPAuthCheckPermission, json.RawMessage(tc.payload), cpex.NewContext(cpex.GlobalContext{RequestID: "r"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var d cpex.PermissionDecision
+		if err := json.Unmarshal(reply.Result.ModifiedPayload, &d); err != nil || d.Granted == nil || *d.Granted != tc.granted || d.Reason == "" {
+			t.Errorf("%s: decision %s, want granted %v with a reason", tc.payload, reply.Result.ModifiedPayload, tc.granted)
+		}
+	}
+	if _, err := p.InvokeHook(context.Background(), cpex.HTTPAuthCheckPermission, json.RawMessage(`[]`), cpex.NewContext(cpex.GlobalContext{})); err == nil {
+		t.Error("a payload that is not an object was answered")
+	}
+}
