@@ -110,7 +110,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	sctx, cancel := context.WithTimeout(ctx, scriptTimeout)
 	defer cancel()
 	st, err := localstack.Start(sctx, localstack.Options{Logger: log, Transports: o.transports,
-		Tokens: map[string]string{demoToken: demoUser}})
+		Tokens: map[string]string{demoToken: demoUser, guestToken: guestUser}})
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
@@ -128,7 +128,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// script runs the four steps of the demo and prints their results; it
+// script runs the five steps of the demo and prints their results; it
 // returns 0 when every step ended as expected, else 1.
 func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nmcp-extproc demo\n  MCP endpoint (Envoy stand-in): %s\n  sidecar admin: %s\n  plugin config: %s\n  policy: deny %q, redact e-mail addresses; callers need a bearer token\n  plugins: %s\n\n",
@@ -159,6 +159,9 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 	if identityStep(ctx, st, stdout) != 0 {
 		code = 1
 	}
+	if rulesStep(ctx, st, stdout) != 0 { // rules.go
+		code = 1
+	}
 	if load > 0 && loadStep(ctx, st, load, hc, stdout, stderr) != 0 {
 		code = 1
 	}
@@ -173,7 +176,7 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 // loadStep runs 20 concurrent sessions of hc's caller for d while the
 // plugin restarts once, one second in (or half-way, for a shorter d).
 func loadStep(ctx context.Context, st *localstack.Stack, d time.Duration, hc *http.Client, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stdout, "\n4. 20 concurrent sessions for %v while the plugin restarts once more:\n", d)
+	fmt.Fprintf(stdout, "\n5. 20 concurrent sessions for %v while the plugin restarts once more:\n", d)
 	lctx, lcancel := context.WithTimeout(ctx, d)
 	defer lcancel()
 	restarted := make(chan struct{})

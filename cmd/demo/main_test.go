@@ -97,6 +97,7 @@ func TestKeep(t *testing.T) {
 		}
 	}
 	checkIdentitySteps(t, out)
+	checkRulesSteps(t, out)
 	logs, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +122,23 @@ func checkIdentitySteps(t *testing.T, out string) {
 		`(?m)^ok +initialize +a caller with a bad token +blocked +401 Invalid token: .*\(plugin TokenCheck\), WWW-Authenticate: Bearer$`,
 		`(?m)^ok +tools/call +a caller with a good token +allowed +echo: who am I; the plugin was sent user_email ` +
 			regexp.QuoteMeta(demoUser) + `, global_context.user ` + regexp.QuoteMeta(demoUser) + `, client_host 127\.0\.0\.1$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)
+		}
+	}
+}
+
+// checkRulesSteps: the demo's step 4 hid progress from the guest's
+// tools/list, refused the guest's call of it by the rule, and refused an
+// echo by the argument rule.
+func checkRulesSteps(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		`(?m)^ok +tools/list +ada lists the tools +allowed +echo, progress$`,
+		`(?m)^ok +tools/list +the guest lists the tools +allowed +echo$`,
+		`(?m)^ok +tools/call +the guest calls progress anyway +blocked +refused by rule no-long-jobs-for-guests: guests may not start long jobs$`,
+		`(?m)^ok +tools/call +ada echoes "sudo reboot" +blocked +refused by rule no-sudo: echo does not say sudo$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)

@@ -43,6 +43,15 @@ plugin_settings:
   plugin_health_check_interval: 2
 extproc:
   mcp_paths: ["/mcp"]
+  # Rules (CEL, docs/rules.md): checked in the sidecar before any plugin;
+  # the first also hides progress from the guest's tools/list.
+  rules:
+    - name: no-long-jobs-for-guests
+      deny: 'mcp.name == "progress" && identity.user == "guest@example.com"'
+      message: guests may not start long jobs
+    - name: no-sudo
+      deny: 'mcp.name == "echo" && has(mcp.arguments.message) && mcp.arguments.message.startsWith("sudo ")'
+      message: echo does not say sudo
 `
 
 // Options configure a Stack.
