@@ -13,9 +13,9 @@ import (
 // called and what the plugins and rules made of it. Envoy keeps it only
 // when the ext_proc filter lists the namespace in
 // metadata_options.receiving_namespaces.untyped, and merges each write into
-// what the namespace holds: the request body's reply writes the whole
-// decision, a later reply only what changed (a post hook that blocked or
-// modified the result, a list the rules filtered).
+// what the namespace holds: the request body's reply writes the decision,
+// and a later reply writes it again, raised, when it changed (a post hook
+// that blocked or modified the result, a list the rules filtered).
 //
 // A request whose body is not read (passthrough) has no decision and costs
 // nothing here. In a batch, the decision is about the first refused
