@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
 // RulesTarget bounds what 20 rules may add to a tool call with one plugin.
@@ -110,21 +108,10 @@ func listedCount(want int) check {
 func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
-	pol, err := policyPlugin()
+	ps, base, today, err := policyToday(ctx, &cl)
 	if err != nil {
 		return err
 	}
-	ps, err := StartPlugin(pol)
-	if err != nil {
-		return err
-	}
-	cl.add(ps)
-	base := SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}})
-	today, err := StartSidecar(ctx, "sidecar", base)
-	if err != nil {
-		return err
-	}
-	cl.add(today)
 	ruled, err := StartSidecar(ctx, "sidecar (20 rules)", base+rulesConfig())
 	if err != nil {
 		return err
@@ -228,15 +215,6 @@ func toolsCall2026() (*Exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hs []Header
-	for _, h := range x.RequestHeaders {
-		switch h.Key {
-		case "mcp-protocol-version":
-			hs = append(hs, Header{"mcp-method", "tools/call"}, Header{"mcp-name", "echo"}, Header{h.Key, "2026-07-28"})
-		default:
-			hs = append(hs, h)
-		}
-	}
-	x.RequestHeaders = hs
+	x.RequestHeaders = with2026Headers(x.RequestHeaders, Header{"mcp-method", "tools/call"}, Header{"mcp-name", "echo"})
 	return x, nil
 }

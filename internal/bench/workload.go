@@ -128,17 +128,23 @@ func ToolsList2026() (*Exchange, error) {
 	if err != nil {
 		return nil, err
 	}
-	var hs []Header
-	for _, h := range x.RequestHeaders {
-		switch h.Key {
-		case "mcp-protocol-version":
-			hs = append(hs, Header{"mcp-method", "tools/list"}, Header{h.Key, "2026-07-28"})
-		default:
-			hs = append(hs, h)
-		}
-	}
-	x.RequestHeaders = hs
+	x.RequestHeaders = with2026Headers(x.RequestHeaders, Header{"mcp-method", "tools/list"})
 	return x, nil
+}
+
+// with2026Headers turns the request headers of an MCP 2025-11-25 client
+// into those of a 2026-07-28 one: the version, and the standard headers
+// std (Mcp-Method, Mcp-Name) before it.
+func with2026Headers(hs []Header, std ...Header) []Header {
+	out := make([]Header, 0, len(hs)+len(std))
+	for _, h := range hs {
+		if h.Key == "mcp-protocol-version" {
+			out = append(append(out, std...), Header{h.Key, "2026-07-28"})
+			continue
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // GetSSE is the GET a Streamable HTTP client opens to receive server
