@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"mime"
@@ -93,7 +94,7 @@ func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
 	st.obs.BodyInspected("response", len(body))
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
-		if errs := st.unreadable(err); errs != nil {
+		if errs := st.unreadable(body, err); errs != nil {
 			return bodyReply(true, errs, true)
 		}
 		return st.canned.responseBodyAsIs
@@ -124,15 +125,18 @@ func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
 	return bodyReply(true, body, true)
 }
 
-// unreadable handles an answer that is not valid JSON-RPC (say, a
-// duplicate member: a lenient client would read one of the two). When a
-// pending request's post hook fails closed, or the rules filter a pending
-// list, it returns the errors that replace it: a client must not read
-// unhooked what it could not be shown hooked. Otherwise it returns nil and
-// the answer passes as the server's own (nothing to hook; the client
-// reports it).
-func (st *stream) unreadable(err error) []byte {
-	if !st.pendingFailClosed() {
+// unreadable handles a JSON answer that is not valid JSON-RPC. One that
+// is an object or an array (say, with a duplicate member, which a lenient
+// client reads one way or the other) is refused when a pending request's
+// post hook fails closed or the rules filter a pending list: the client
+// must not read unhooked what it could not be shown hooked; the errors
+// returned replace it. Anything else returns nil and passes as the
+// server's own answer (nothing to hook; the client reports it). An SSE
+// event that does not parse passes as before (response_sse.go): it may be
+// anything, and the pending result is still to come.
+func (st *stream) unreadable(body []byte, err error) []byte {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	if !st.pendingFailClosed() || len(trimmed) == 0 || (trimmed[0] != '{' && trimmed[0] != '[') {
 		st.logger().Warn().Err(err).Msg("response is not valid JSON-RPC; passed unchanged")
 		return nil
 	}

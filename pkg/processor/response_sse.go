@@ -97,13 +97,7 @@ func (st *stream) sseEvent(ev *sse.Event) []byte {
 	}
 	msgs, err := mcpmsg.Parse(ev.Data)
 	if err != nil {
-		// Not JSON-RPC (a ping, a comment-like payload) is not ours to
-		// judge, unless a result a hook or the rules must see may be in
-		// it (response.go).
-		if errs := st.unreadable(err); errs != nil {
-			return ev.WithData(errs)
-		}
-		return nil
+		return nil // not JSON-RPC (a ping, a comment-like payload): not ours to judge
 	}
 	st.obs.BodyInspected("response", len(ev.Data))
 	replaced := st.postHooks(msgs)
