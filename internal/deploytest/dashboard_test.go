@@ -46,13 +46,16 @@ var labelValuesQuery = regexp.MustCompile(`^label_values\((.*),\s*[A-Za-z_][A-Za
 
 // dashboardCovers are the series the dashboard must show: decisions by
 // outcome, plugin latency, sessions by state, rebuilds by cause, circuit
-// state, and Envoy's ext_proc stats.
+// state, what the rules decided and how long they took, and Envoy's
+// ext_proc stats.
 var dashboardCovers = []string{
 	"mcp_extproc_plugin_invocations_total",
 	"mcp_extproc_plugin_invocation_duration_seconds_bucket",
 	"mcp_extproc_plugin_sessions",
 	"mcp_extproc_plugin_session_rebuild_causes_total",
 	"mcp_extproc_plugin_circuit_open",
+	"mcp_extproc_rule_decisions_total",
+	"mcp_extproc_rule_evaluation_duration_seconds_bucket",
 	envoyExtProcPrefix + "streams_failed",
 	envoyExtProcPrefix + "message_timeouts",
 	envoyExtProcPrefix + "failure_mode_allowed",
