@@ -42,11 +42,12 @@ func (st *stream) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 	}
 	r := v.Rule
 	st.obs.RuleDecision(r.Name, "deny", 1)
-	log := st.logger().Info()
+	log := st.logger()
+	ev := log.Info()
 	if v.Err != nil {
-		log = st.logger().Warn().Str("error", logsafe.Cap(v.Err.Error(), logsafe.DefaultCap))
+		ev = log.Warn().Str("error", logsafe.Cap(v.Err.Error(), logsafe.DefaultCap))
 	}
-	log.Str("rule", r.Name).Str("method", logsafe.Cap(m.Method, logsafe.DefaultCap)).Str("target", logsafe.Cap(in.Name, logsafe.DefaultCap)).Msg("blocked by rule")
+	ev.Str("rule", r.Name).Str("method", logsafe.Cap(m.Method, logsafe.DefaultCap)).Str("target", logsafe.Cap(in.Name, logsafe.DefaultCap)).Msg("blocked by rule")
 	msg := r.Message
 	if msg == "" {
 		msg = "denied by rule " + r.Name
