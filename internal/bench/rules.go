@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 )
 
 // RulesTarget bounds what 20 rules may add to a tool call with one plugin.
@@ -170,7 +172,17 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	list, err := Compare(ctx, r.seq, exchangeOp(d, ruled, lp, filtered), exchangeOp(d, today, lp, whole))
+	// The floor of reading an answer: a server that buffers it and
+	// changes nothing.
+	reader, err := serveMinimal(&cl, filterv3.ProcessingMode_BUFFERED)
+	if err != nil {
+		return err
+	}
+	readerMsgs, err := messages(ctx, d, lp, nil, reader)
+	if err != nil {
+		return err
+	}
+	list, err := Compare(ctx, r.seq, exchangeOp(d, ruled, lp, filtered), exchangeOp(d, today, lp, whole), exchangeOp(d, reader, lp, whole))
 	if err != nil {
 		return err
 	}
@@ -179,6 +191,8 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 		{name: "the same, 2026-07-28 headers (Mcp-Method, Mcp-Name)", cmp: call26, msgs: fmt.Sprintf("%d/%d", call26Msgs[0], call26Msgs[1])},
 		{name: fmt.Sprintf("tools/list of %d tools, %d hidden by a rule vs no rules", benchListTools, benchAdminTools), cmp: list,
 			msgs: fmt.Sprintf("%d/%d", listMsgs[0], listMsgs[1])},
+		{name: "the same list vs a server that reads the answer (BUFFERED) and changes nothing", cmp: list, b: 2,
+			msgs: fmt.Sprintf("%d/%d", listMsgs[0], readerMsgs[0])},
 	})
 	return nil
 }
@@ -186,6 +200,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 type rulesRow struct {
 	name string
 	cmp  *Comparison
+	b    int // the baseline's index in cmp (0: target 1)
 	msgs string
 }
 
@@ -199,8 +214,9 @@ func (r *runner) rulesTable(rows []rulesRow) {
 		},
 	}
 	for _, row := range rows {
-		a, b := row.cmp.Median(0), row.cmp.Median(1)
-		p50, p99 := row.cmp.Ratio(0, 1, MetricP50), row.cmp.Ratio(0, 1, MetricP99)
+		base := max(row.b, 1)
+		a, b := row.cmp.Median(0), row.cmp.Median(base)
+		p50, p99 := row.cmp.Ratio(0, base, MetricP50), row.cmp.Ratio(0, base, MetricP99)
 		t.Rows = append(t.Rows, []string{row.name, row.msgs, dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), ratio(p50), ratio(p99),
 			count(a.AllocsPerOp), count(b.AllocsPerOp)})
 		r.logf("rules: %s: p50 %s vs %s (%.3f), p99 %.3f", row.name, dur(a.P50), dur(b.P50), p50, p99)
