@@ -94,6 +94,17 @@ type Prepared struct {
 	wire         map[*extprocv3.ProcessingRequest]*encoded
 }
 
+// forwardMetadata puts md on every message of p, as Envoy's ext_proc
+// filter sends the forwarded namespaces with each message. Call it before
+// p's first Do.
+func (p *Prepared) forwardMetadata(md *corev3.Metadata) {
+	for _, m := range append([]*extprocv3.ProcessingRequest{p.reqHeaders, p.reqBody, p.respHeaders, p.respBuffered}, p.respChunks...) {
+		if m != nil {
+			m.MetadataContext = md
+		}
+	}
+}
+
 // encoded is one message's wire form, made at its first send.
 type encoded struct {
 	once sync.Once

@@ -69,9 +69,11 @@ func (r *runner) identityScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	if pj.reqHeaders.MetadataContext, err = jwtMetadata(); err != nil {
+	md, err := jwtMetadata()
+	if err != nil {
 		return err
 	}
+	pj.forwardMetadata(md)
 	d := &Driver{}
 	msgs, err := messages(ctx, d, pj, nil, ident)
 	if err != nil {
@@ -138,7 +140,7 @@ func (r *runner) identityTable(rows []identityRow) {
 		Title:  "10. Identity: tools/call echo with one enforcing plugin, the caller from a verified JWT in Envoy's metadata, or from a resolve hook",
 		Header: []string{"row", "msgs", "sidecar p50", "p99", "baseline p50", "p99", "p50 / baseline", "p99 / baseline", "allocs/op sidecar", "baseline"},
 		Notes: []string{
-			"identity from metadata: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every request-headers message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn. Baseline: today's tool call (no identity configured, no metadata sent); second row: today's sidecar sent the same metadata, which it ignores, so its ratio is the sidecar's own identity work and the gap between the two baselines is what forwarding the metadata costs the sidecar's transport (decoded by gRPC; the bench driver encodes each message once, as Envoy's share is not measured).",
+			"identity from metadata: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every ext_proc message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn, as Envoy forwards it; the sidecar decodes it on the request headers only. Baseline: today's tool call (no identity configured, no metadata sent); second row: today's sidecar sent the same metadata, which it ignores, so its ratio is the sidecar's own identity work and the gap between the two baselines is what forwarding the metadata costs the sidecar's transport (decoded by gRPC; the bench driver encodes each message once, as Envoy's share is not measured).",
 			"third row: today's way to give plugins an identity, extproc.user_header/tenant_header with the client sending x-user and x-tenant-id (believed, unverified), under the same tenant_ids condition: the plugins get a user and a tenant in both, so this ratio is what verifying the identity costs over trusting a header.",
 			"resolve hook: a second plugin with http_auth_resolve_user answering a user, called at the request headers; baseline: today's tool call followed by the same invoke_hook made directly (one more plugin round trip, nothing else).",
 		},

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -52,4 +54,44 @@ func TestReloadRules(t *testing.T) {
 	if got := sc.scrape().value("mcp_extproc_rule_decisions_total", "rule", "no-danger", "decision", "deny"); got != 6 {
 		t.Errorf("rule_decisions_total{no-danger,deny} = %v, want 6", got)
 	}
+}
+
+// TestIdentityThroughTheCodec: Envoy forwards the verified JWT on every
+// ext_proc message; the sidecar's codec decodes it on the request headers
+// only, which is where the identity is read: a rule on identity.user sees
+// the JWT's subject, on a body read on the next message.
+func TestIdentityThroughTheCodec(t *testing.T) {
+	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
+	cfg := configYAML(pluginEntry("Guard", srv.URL(), "fail", "")) + `  identity:
+    sources:
+      - jwt_metadata: {key: jwt_payload}
+  rules:
+    - name: alice-only
+      deny: 'identity.user != "alice"'
+`
+	sc := startSidecar(t, writeConfig(t, cfg), nil)
+	sc.waitReady("Guard")
+	sc.filter.Forwarding = envoytest.Forwarding{MetadataNamespaces: []string{"envoy.filters.http.jwt_authn"}}
+	callAs := func(sub string) *envoytest.Result {
+		req := mcpPost(toolCall("echo", nil))
+		payload, err := structpb.NewStruct(map[string]any{"jwt_payload": map[string]any{"sub": sub}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Info.DynamicMetadata = map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": payload}
+		res := sc.exchange(req, upstream(nil, nil, nil))
+		sent := 0
+		for _, m := range res.Sent {
+			if m.GetMetadataContext() != nil {
+				sent++
+			}
+		}
+		if sent < 2 {
+			t.Fatalf("the JWT went with %d messages, want every one (request headers and body)", sent)
+		}
+		return res
+	}
+	passed(t, callAs("alice"))
+	deniedByRule(t, callAs("mallory"), "alice-only")
 }

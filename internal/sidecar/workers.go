@@ -4,6 +4,8 @@ import (
 	"runtime"
 
 	"google.golang.org/grpc"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
 
 // DefaultStreamWorkers is Options.StreamWorkers when unset: four per CPU
@@ -20,13 +22,17 @@ func DefaultStreamWorkers() int { return 4 * runtime.GOMAXPROCS(0) }
 // stream, that growth (copying the stack several times) is paid again on
 // every stream. A stream that finds every worker busy (a long SSE stream
 // holds its worker) gets its own goroutine, as without workers.
+//
+// The codec (processor.NewCodec) decodes Envoy's forwarded metadata and
+// attributes on the request-headers message only, the one that reads them.
 func (s *sidecar) grpcOptions() []grpc.ServerOption {
+	opts := []grpc.ServerOption{grpc.ForceServerCodecV2(processor.NewCodec())}
 	n := s.opts.StreamWorkers
 	if n == 0 {
 		n = DefaultStreamWorkers()
 	}
 	if n < 0 {
-		return nil
+		return opts
 	}
-	return []grpc.ServerOption{grpc.NumStreamWorkers(uint32(n))}
+	return append(opts, grpc.NumStreamWorkers(uint32(n)))
 }
