@@ -75,7 +75,7 @@ fmt-check: ## fail if a file needs gofmt
 	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 unit: ## every test, with the race detector
-	$(GO) test -race -count=1 -timeout 10m ./...
+	$(GO) test -race -trimpath -count=1 -timeout 10m ./...
 
 # run-fuzz runs every target of FUZZ_TARGETS for the budget $(1), two at a
 # time with one worker each: most of a short run is starting it (building,
@@ -84,7 +84,7 @@ unit: ## every test, with the race detector
 define run-fuzz
 	@printf '%s\n' $(FUZZ_TARGETS) | xargs -P 2 -I{} sh -c '\
 		t={}; pkg=$${t%%:*}; name=$${t##*:}; \
-		out=$$($(GO) test -run="^$$" -fuzz="^$$name$$" -fuzztime=$(1) -fuzzminimizetime=$(FUZZMINIMIZE) -parallel=1 $$pkg 2>&1); rc=$$?; \
+		out=$$($(GO) test -run="^$$" -fuzz="^$$name$$" -fuzztime=$(1) -fuzzminimizetime=$(FUZZMINIMIZE) -parallel=1 -trimpath $$pkg 2>&1); rc=$$?; \
 		printf "fuzz %s in %s for %s\n%s\n" "$$name" "$$pkg" "$(1)" "$$out"; exit $$rc'
 endef
 

@@ -61,10 +61,29 @@ func (s *Stats) add(o Stats) {
 // startTimeout bounds how long a Node process may take to listen.
 const startTimeout = 20 * time.Second
 
-// Dir returns the folder of the server (package.json, server.mjs).
+// Dir returns the folder of the server (package.json, server.mjs): beside
+// this file's source when the build knows where that is, else found from the
+// working directory up (a test runs in its package's folder; binaries built
+// with -trimpath, as make test builds them, know only the module path).
 func Dir() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "tsplugin")
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "tsplugin")
+	}
+	rel := filepath.Join("internal", "nodeplugin", "tsplugin")
+	dir, err := os.Getwd()
+	if err != nil {
+		return rel
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, rel, "package.json")); err == nil {
+			return filepath.Join(dir, rel)
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return rel
+		}
+		dir = parent
+	}
 }
 
 // Check reports whether the server can run here: node on the PATH and the
