@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
@@ -50,7 +51,7 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 		return nil
 	}
 	st.ensureContext()
-	headers := requestHeaderMap(h)
+	headers := requestHeaderMap(h.GetHeaders())
 	rc := executor.NewRequestContext(st.global)
 	rc.Secrets = credentialSecrets(headers)
 	if pre {
@@ -114,10 +115,12 @@ func (st *stream) verifiedOrHeaders(h *extprocv3.HttpHeaders) (identity.Identity
 	return st.snap.Identity.Resolve(st.identityRequest(h))
 }
 
-// requestHeaderMap is the request's headers as the HTTP hooks get them.
-func requestHeaderMap(h *extprocv3.HttpHeaders) map[string]string {
-	out := map[string]string{}
-	for _, hv := range h.GetHeaders().GetHeaders() {
+// requestHeaderMap is a header map as the HTTP hooks and the rules get it:
+// by lower-case name, repeated headers joined (cookies with "; "), without
+// pseudo-headers.
+func requestHeaderMap(hm *corev3.HeaderMap) map[string]string {
+	out := make(map[string]string, len(hm.GetHeaders()))
+	for _, hv := range hm.GetHeaders() {
 		k := hv.GetKey()
 		if k == "" || strings.HasPrefix(k, ":") {
 			continue

@@ -54,7 +54,7 @@ func (st *stream) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *ext
 	if st.httpReq == nil {
 		return nil, nil
 	}
-	resp := requestHeaderMap(h)
+	resp := requestHeaderMap(h.GetHeaders())
 	status, _ := strconv.Atoi(headerValue(findHeader(h.GetHeaders(), ":status")))
 	payload, err := json.Marshal(cpex.HTTPPostRequestPayload{Path: st.httpReq.path, Method: st.httpReq.method,
 		Headers: st.httpReq.headers, ClientHost: st.client.host, ClientPort: st.client.port, ResponseHeaders: resp, StatusCode: status})

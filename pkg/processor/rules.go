@@ -1,8 +1,8 @@
 package processor
 
 import (
+	"maps"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -80,22 +80,13 @@ func (st *stream) ruleInput(method string) *rules.Input {
 	return in
 }
 
-// ruleHeaders is request.headers: the request's headers by lower-case
-// name, repeated ones joined, without pseudo-headers and, unless
-// allow_credential_headers, without credentials.
+// ruleHeaders is request.headers: the request's headers as the HTTP hooks
+// get them (requestHeaderMap) without, unless allow_credential_headers,
+// the credentials.
 func (st *stream) ruleHeaders() map[string]string {
-	withCredentials := st.snap.Settings.AllowCredentialHeaders
-	out := make(map[string]string, len(st.headers.GetHeaders()))
-	for _, hv := range st.headers.GetHeaders() {
-		k := hv.GetKey()
-		if k == "" || strings.HasPrefix(k, ":") || (!withCredentials && config.IsCredentialHeader(k)) {
-			continue
-		}
-		if prev, ok := out[k]; ok {
-			out[k] = prev + ", " + headerValue(hv)
-			continue
-		}
-		out[k] = headerValue(hv)
+	out := requestHeaderMap(st.headers)
+	if !st.snap.Settings.AllowCredentialHeaders {
+		maps.DeleteFunc(out, func(k, _ string) bool { return config.IsCredentialHeader(k) })
 	}
 	return out
 }

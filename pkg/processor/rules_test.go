@@ -346,3 +346,28 @@ func TestRulesRefusals(t *testing.T) {
 		t.Errorf("ambiguous list result: %s, want an error and no delete_file", res.Body)
 	}
 }
+
+// TestRulesSeeRequestHeaders: request.headers holds the request's headers
+// by lower-case name, and the credentials only with allow_credential_headers.
+func TestRulesSeeRequestHeaders(t *testing.T) {
+	const rulesYAML = `plugins: []
+extproc:
+  rules:
+    - name: banned-client
+      deny: '"x-client" in request.headers && request.headers["x-client"] == "banned"'
+    - name: sees-credentials
+      deny: 'has(request.headers.authorization) || has(request.headers.cookie)'
+`
+	up := jsonUpstream(http.StatusOK, `{"jsonrpc":"2.0","id":3,"result":{"content":[]}}`)
+	h := newHarness(t, rulesYAML)
+	if res := h.do(mcpPost(echoCall, "X-Client", "banned"), noUpstream(t)); !strings.Contains(string(res.Body), "banned-client") {
+		t.Errorf("x-client: banned: %s, want refused by banned-client", res.Body)
+	}
+	if res := h.do(mcpPost(echoCall, "X-Client", "ok", "Authorization", "Bearer t", "Cookie", "a=1"), up); res.Immediate {
+		t.Errorf("credentials reached the rules: %s", res.Body)
+	}
+	withCreds := newHarness(t, rulesYAML+"  allow_credential_headers: true\n")
+	if res := withCreds.do(mcpPost(echoCall, "Cookie", "a=1"), noUpstream(t)); !strings.Contains(string(res.Body), "sees-credentials") {
+		t.Errorf("allow_credential_headers: %s, want the cookie seen", res.Body)
+	}
+}
