@@ -31,11 +31,7 @@ func (s *Set) Lister(in *Input) *Lister {
 	if s == nil || len(s.rules) == 0 {
 		return nil
 	}
-	l := &Lister{in: *in}
-	l.in.Name, l.in.Arguments = "", nil
-	l.act = activation{set: s, in: &l.in}
-	l.argsUnknown = partialActivation{&l.act, s.unknownArgs}
-	l.anyUnknown = partialActivation{&l.act, s.unknownNameArgs}
+	l := s.newLister(in)
 	for i := range s.rules {
 		c := &s.rules[i]
 		if !c.method.admits(in.Method) {
@@ -60,6 +56,17 @@ func (s *Set) Lister(in *Input) *Lister {
 		}
 		break
 	}
+	return l
+}
+
+// newLister returns a Lister for in's caller and call method, with no rule
+// judged yet.
+func (s *Set) newLister(in *Input) *Lister {
+	l := &Lister{in: *in}
+	l.in.Name, l.in.Arguments = "", nil
+	l.act = activation{set: s, in: &l.in}
+	l.argsUnknown = partialActivation{&l.act, s.unknownArgs}
+	l.anyUnknown = partialActivation{&l.act, s.unknownNameArgs}
 	return l
 }
 
@@ -112,11 +119,7 @@ func (s *Set) MayHide(in *Input) bool {
 	if s == nil || len(s.rules) == 0 {
 		return false
 	}
-	l := Lister{in: *in}
-	l.in.Name, l.in.Arguments = "", nil
-	l.act = activation{set: s, in: &l.in}
-	l.argsUnknown = partialActivation{&l.act, s.unknownArgs}
-	l.anyUnknown = partialActivation{&l.act, s.unknownNameArgs}
+	l := s.newLister(in)
 	for i := range s.rules {
 		if c := &s.rules[i]; c.method.admits(in.Method) && l.mayHide(c) {
 			return true
