@@ -49,11 +49,7 @@ func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
 	rc := st.requestContext()
 	if p != nil {
 		p.rc = rc
-		if st.pending == nil {
-			st.pending = make(map[string]*pendingCall)
-		}
-		st.pending[string(m.ID)] = p
-		st.foreign = true // the response is read: other streams' results on it are looked up
+		st.await(m.ID, p)
 	}
 	if !runPre {
 		return
@@ -71,6 +67,16 @@ func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
 	if out.Modified {
 		st.rewriteRequest(i, m, route, out.Payload, ed)
 	}
+}
+
+// await makes the answer to id pending as p. The response is then read,
+// so other streams' results on it are looked up too.
+func (st *stream) await(id []byte, p *pendingCall) {
+	if st.pending == nil {
+		st.pending = make(map[string]*pendingCall)
+	}
+	st.pending[string(id)] = p
+	st.foreign = true
 }
 
 // postWanted returns the pending entry of a request whose answer must be

@@ -101,11 +101,7 @@ func (st *stream) listRequest(m *mcpmsg.Message) {
 	if !ok {
 		return
 	}
-	if st.pending == nil {
-		st.pending = make(map[string]*pendingCall)
-	}
-	st.pending[string(m.ID)] = &pendingCall{list: l}
-	st.foreign = true
+	st.await(m.ID, &pendingCall{list: l})
 }
 
 // filtersLists reports whether the rules may hide items of the list
