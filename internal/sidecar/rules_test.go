@@ -51,8 +51,13 @@ func TestReloadRules(t *testing.T) {
 	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "applied")
 	passed(t, sc.call("danger", nil))
 	deniedByRule(t, sc.call("other", nil), "no-danger")
-	if got := sc.scrape().value("mcp_extproc_rule_decisions_total", "rule", "no-danger", "decision", "deny"); got != 6 {
+	m := sc.scrape()
+	if got := m.value("mcp_extproc_rule_decisions_total", "rule", "no-danger", "decision", "deny"); got != 6 {
 		t.Errorf("rule_decisions_total{no-danger,deny} = %v, want 6", got)
+	}
+	// Every call above was checked against the rules, each timed once.
+	if got := m.value("mcp_extproc_rule_evaluation_duration_seconds", "phase", "request"); got < 8 {
+		t.Errorf("rule_evaluation_duration_seconds{request} has %v samples, want one per call (8)", got)
 	}
 }
 
