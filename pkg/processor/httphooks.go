@@ -76,13 +76,7 @@ func (st *stream) beforeMCP(h *extprocv3.HttpHeaders, method, path string) *extp
 			id, ok = *user, true
 		}
 	}
-	switch {
-	case ok:
-		id.Apply(&st.global)
-		st.caller = &id
-	case st.snap.Identity != nil:
-		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
-	}
+	st.setCaller(id, ok)
 	// What the HTTP hooks' plugins kept in their context reaches the MCP
 	// hooks of the request, with the identity now known.
 	rc.Global.User, rc.Global.UserContext, rc.Global.TenantID = st.global.User, st.global.UserContext, st.global.TenantID

@@ -26,13 +26,21 @@ func (st *stream) requestHeadersMessage(r *extprocv3.ProcessingRequest) *extproc
 // resolveIdentity sets the plugin context's identity from the configured
 // sources, or clears it when none answers.
 func (st *stream) resolveIdentity(h *extprocv3.HttpHeaders) {
-	id, ok := st.snap.Identity.Resolve(st.identityRequest(h))
-	if !ok {
+	st.setCaller(st.snap.Identity.Resolve(st.identityRequest(h)))
+}
+
+// setCaller makes id, when ok, who is calling: for the plugin context and
+// the rules. Without one, and with extproc.identity configured, the plugin
+// context has no identity (nothing a header set survives); without
+// extproc.identity the legacy header settings stay.
+func (st *stream) setCaller(id identity.Identity, ok bool) {
+	switch {
+	case ok:
+		id.Apply(&st.global)
+		st.caller = &id
+	case st.snap.Identity != nil:
 		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
-		return
 	}
-	id.Apply(&st.global)
-	st.caller = &id
 }
 
 // singleHeader returns the value of a header sent exactly once; a header
