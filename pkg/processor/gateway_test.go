@@ -2,6 +2,7 @@ package processor_test
 
 import (
 	"bytes"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/internal/redistest"
+	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution/redisstore"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
@@ -108,6 +110,32 @@ func (g *gateway) front(upstream http.Handler) string {
 		up.Close()
 	})
 	return fr.URL + "/mcp"
+}
+
+// waitStoresUp returns once every store reached Redis again: a lookup of
+// an unknown id on it adds no fallback. Recovery is not at once: a store
+// leaves Redis alone for its Backoff, and go-redis, after PoolSize failed
+// dials, answers its last dial error until its own probe (once a second)
+// connects.
+func (g *gateway) waitStoresUp() {
+	g.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for i, st := range g.stores {
+		for {
+			before := g.obs.count()
+			_, err := st.Lookup(g.t.Context(), "probe", []byte(`"probe"`))
+			if !errors.Is(err, attribution.ErrUnknown) {
+				g.t.Fatalf("store %d: probe lookup: %v, want ErrUnknown", i, err)
+			}
+			if g.obs.count() == before {
+				break
+			}
+			if time.Now().After(deadline) {
+				g.t.Fatalf("store %d: Redis not reached 10 s after redis-server came back", i)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 }
 
 // replicaOf returns the replica that served the last exchange whose

@@ -20,6 +20,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/redistest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
@@ -30,7 +31,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreDialProbe()) }
 
 // The acceptance tests run the real pipeline: the strict fake Envoy
 // (internal/envoytest) over gRPC → processor → executor → plugin pool →

@@ -14,7 +14,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreDialProbe()) }
 
 var (
 	echo = attribution.Origin{Method: "tools/call", Name: "echo"}
