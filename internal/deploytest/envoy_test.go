@@ -147,6 +147,7 @@ type extProcLimits struct {
 	maxBodyBytes int64
 	isMCPPath    func(string) bool
 	identity     *config.Identity // what Envoy must forward (identity_test.go)
+	mcpNamespace string           // extproc.mcp_filter_namespace, "" off (mcpfilter_test.go)
 }
 
 func limitsOf(cfg *config.Config) extProcLimits {
@@ -155,6 +156,7 @@ func limitsOf(cfg *config.Config) extProcLimits {
 		maxBodyBytes: cfg.Extproc.MaxBodyBytes,
 		isMCPPath:    cfg.Extproc.IsMCPPath,
 		identity:     cfg.Extproc.Identity,
+		mcpNamespace: cfg.Extproc.MCPFilterMetadata(),
 	}
 }
 
@@ -380,6 +382,7 @@ func checkBootstrap(data []byte, lim extProcLimits) (bootstrapFacts, []error) {
 			errs = append(errs, checkIdentityForwarding(ep, removed, lim.identity)...)
 		}
 		errs = append(errs, checkDecisionMetadata(ep)...)
+		errs = append(errs, checkMCPFilter(bs, h, ep, lim)...)
 		errs = append(errs, checkDecisionConsumers(h)...)
 
 		limit := uint64(defaultBufferSize)

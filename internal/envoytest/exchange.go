@@ -22,6 +22,9 @@ type downstreamRequest struct {
 	hasBody                         bool
 	trailers                        func() headerList
 	info                            *StreamInfo // nil: none
+	// bufferLimit, when set, lowers the stream's buffer limit (a filter
+	// before ext_proc called setBufferLimit: mcpfilter.go).
+	bufferLimit int
 }
 
 // exchange is one HTTP exchange through the filter: Envoy's ext_proc Filter
@@ -89,6 +92,9 @@ func (f *Filter) run(ctx context.Context, d *downstreamRequest, up Upstream, out
 // its response through the filter.
 func (x *exchange) exchange(ctx context.Context, d *downstreamRequest, up Upstream) error {
 	x.env.info = d.info
+	if d.bufferLimit > 0 && d.bufferLimit < x.limit {
+		x.limit = d.bufferLimit
+	}
 	req := requestSide(d)
 	body, err := x.request(ctx, req, d.body)
 	if err != nil {

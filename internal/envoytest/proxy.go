@@ -41,6 +41,10 @@ type Proxy struct {
 	// only: a test that wants a forged header believed must make Info
 	// believe it.
 	Info func(*http.Request) *StreamInfo
+	// MCPFilter, when set, plays Envoy's MCP filter before ext_proc
+	// (mcpfilter.go): its metadata is sent when Filter.Forwarding forwards
+	// its namespace.
+	MCPFilter *MCPFilter
 
 	once sync.Once
 	tr   *http.Transport
@@ -96,6 +100,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p.Info != nil {
 		d.info = p.Info(r)
+	}
+	if p.MCPFilter != nil {
+		switch err := p.MCPFilter.apply(r, d); {
+		case errors.Is(err, errInvalidJSON):
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		case err != nil:
+			panic(http.ErrAbortHandler) // the client's body broke off
+		}
 	}
 	sink := &responseSink{w: w, rc: http.NewResponseController(w), declared: -1}
 	res, err := p.Filter.run(r.Context(), d, p.roundTrip, sink)

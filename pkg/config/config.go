@@ -235,6 +235,16 @@ type Extproc struct {
 	// whose headers disagree with its body. Default true; false reads the
 	// body of every MCP POST. Read it with [Extproc.TrustsMCPMethodHeader].
 	TrustMCPMethodHeader *bool `yaml:"trust_mcp_method_header,omitempty" json:"trust_mcp_method_header,omitempty"`
+	// MCPFilterNamespace names the dynamic metadata namespace of Envoy's
+	// MCP filter (envoy.filters.http.mcp, placed before ext_proc, its
+	// namespace forwarded with metadata_options): "envoy.filters.http.mcp"
+	// (default), "mcp_proxy" under Envoy's legacy runtime setting, or "off".
+	// When Envoy sends it, the method Envoy read from the body of a request
+	// whose headers do not name it (MCP 2025-11-25 and older) decides at the
+	// request headers whether the answer must be read; the body is still
+	// read, and one whose method differs is refused. Read it with
+	// [Extproc.MCPFilterMetadata].
+	MCPFilterNamespace string `yaml:"mcp_filter_namespace,omitempty" json:"mcp_filter_namespace,omitempty"`
 	// Attribution is where what each request and task was is remembered:
 	// in the process (default) or shared by replicas through Redis.
 	Attribution Attribution `yaml:"attribution,omitempty" json:"attribution,omitempty"`
@@ -252,6 +262,22 @@ type Extproc struct {
 func (e *Extproc) TrustsMCPMethodHeader() bool {
 	return e.TrustMCPMethodHeader == nil || *e.TrustMCPMethodHeader
 }
+
+// MCPFilterMetadata returns the namespace of Envoy's MCP filter metadata
+// to read, or "" when extproc.mcp_filter_namespace is off.
+func (e *Extproc) MCPFilterMetadata() string {
+	if e.MCPFilterNamespace == MCPFilterOff {
+		return ""
+	}
+	return e.MCPFilterNamespace
+}
+
+// Values of Extproc.MCPFilterNamespace.
+const (
+	MCPFilterNamespace       = "envoy.filters.http.mcp"
+	MCPFilterLegacyNamespace = "mcp_proxy"
+	MCPFilterOff             = "off"
+)
 
 // Values of Extproc.UnattributedResponses and UncertainMirroredHeaders.
 const (
@@ -275,6 +301,7 @@ func (e *Extproc) choices() []choice {
 		{"extproc.unattributed_responses", &e.UnattributedResponses, []string{UnattributedRefuse, UnattributedPass}},
 		{"extproc.uncertain_mirrored_headers", &e.UncertainMirroredHeaders, []string{UncertainRemove, UncertainRefuse}},
 		{"extproc.attribution.store", &e.Attribution.Store, []string{StoreMemory, StoreRedis}},
+		{"extproc.mcp_filter_namespace", &e.MCPFilterNamespace, []string{MCPFilterNamespace, MCPFilterLegacyNamespace, MCPFilterOff}},
 	}
 }
 

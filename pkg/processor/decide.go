@@ -85,7 +85,10 @@ func (st *stream) needs() (body, post bool) {
 func (st *stream) listsNeedAnswer() bool {
 	method, decided := st.declaredMethod()
 	if !decided {
-		return true
+		if st.envoyMethod == "" {
+			return true
+		}
+		method = st.envoyMethod // Envoy read it from the body (mcpfilter.go)
 	}
 	return st.filtersLists(method)
 }
@@ -94,6 +97,9 @@ func (st *stream) listsNeedAnswer() bool {
 func (st *stream) hooksNeed() (body, post bool) {
 	r, name, decided := st.declared()
 	if !decided {
+		if st.envoyMethod != "" { // Envoy read it from the body (mcpfilter.go)
+			return true, st.postFor(st.envoyMethod)
+		}
 		return true, st.postConfigured()
 	}
 	if st.checksPermission(string(headerBytes(st.std.method))) {
@@ -114,6 +120,13 @@ func (st *stream) hooksNeed() (body, post bool) {
 	}
 	post = r.Post && h.AppliesTo(r.Family.Post, &st.global, t)
 	return post, post
+}
+
+// postFor reports whether a post hook may apply to the answer of a
+// request of method (its target unknown).
+func (st *stream) postFor(method string) bool {
+	r, ok := hookfamily.ByMethod(method)
+	return ok && r.Post && st.snap.Hooks.Applies(r.Family.Post)
 }
 
 // declaredMethod returns the method trusted MCP 2026-07-28 headers name;

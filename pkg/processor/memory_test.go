@@ -13,11 +13,17 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 )
 
-// TestAttributionMemoryFlat: 100k hooked tools/call requests over 2000
+// storeCap is the store's MaxRequests in TestAttributionMemoryFlat: below
+// the default, so that the store is full after few requests (the test runs
+// under the race detector), while 2 MiB of growth over 2*storeCap requests
+// still shows a leak of 128 bytes a request.
+const storeCap = 8192
+
+// TestAttributionMemoryFlat: 4*storeCap hooked tools/call requests over 2000
 // sessions, each answered, through streams sharing one store: the store
 // stays within its bounds and the live heap stops growing once it is full.
 func TestAttributionMemoryFlat(t *testing.T) {
-	store := attribution.New(attribution.Options{})
+	store := attribution.New(attribution.Options{MaxRequests: storeCap})
 	opts := &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: store}
 	snap := &Snapshot{Settings: &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}, Hooks: &fakeHooks{}}
 	c := newCanned()
@@ -40,19 +46,19 @@ func TestAttributionMemoryFlat(t *testing.T) {
 		runtime.ReadMemStats(&m)
 		return m.HeapAlloc
 	}
-	run(0, 60_000)
+	run(0, 2*storeCap)
 	full := heap()
-	run(60_000, 100_000)
+	run(2*storeCap, 4*storeCap)
 	after := heap()
 	s := store.Stats()
-	t.Logf("store %+v; heap %d KiB at 60k requests, %d KiB at 100k", s, full>>10, after>>10)
-	if s.Requests > 65536 || s.Bytes > 16<<20 {
+	t.Logf("store %+v; heap %d KiB at %d requests, %d KiB at %d", s, full>>10, 2*storeCap, after>>10, 4*storeCap)
+	if s.Requests > storeCap || s.Bytes > 16<<20 {
 		t.Errorf("store over its bounds: %+v", s)
 	}
-	if s.Requests < 30_000 {
+	if s.Requests < storeCap/2 {
 		t.Errorf("store holds only %d requests: not recording?", s.Requests)
 	}
 	if after > full+2<<20 {
-		t.Errorf("heap grew from %d to %d KiB between 60k and 100k requests", full>>10, after>>10)
+		t.Errorf("heap grew from %d to %d KiB over %d more requests", full>>10, after>>10, 2*storeCap)
 	}
 }

@@ -50,6 +50,7 @@ func (st *stream) decideRequest(h *extprocv3.HttpHeaders, method, path string, a
 		return st.passThrough()
 	}
 	st.headers = h.GetHeaders() // read again only if a body check needs them (headers.go)
+	st.mcpFilterMethod()
 	return st.askForBody()
 }
 
@@ -160,6 +161,9 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return st.invalidRequest(err)
 	}
 	if refused := st.checkStandardHeaders(msgs); refused != nil {
+		return refused
+	}
+	if refused := st.checkMCPFilterMethod(msgs); refused != nil {
 		return refused
 	}
 	var ed requestEdits

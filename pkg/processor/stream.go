@@ -83,6 +83,9 @@ type stream struct {
 	decision decision
 	// listers hide list items by the rules, per call method (rules.go).
 	listers map[string]*rules.Lister
+	// envoyMethod is the method Envoy's MCP filter read from the body, ""
+	// when not known (mcpfilter.go).
+	envoyMethod string
 	// envoyContext is what Envoy sent beside the request headers: dynamic
 	// metadata and attributes, read by resolveIdentity (identity.go).
 	envoyContext *extprocv3.ProcessingRequest
