@@ -8,7 +8,11 @@ import (
 	"strconv"
 	"strings"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 )
 
 // RulesTarget bounds what 20 rules may add to a tool call with one plugin.
@@ -136,7 +140,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	r.rep.Checks = append(r.rep.Checks, Check{Name: "tool call with 20 rules p50 / without rules", Ratio: call.Ratio(0, 1, MetricP50), Target: RulesTarget})
+	r.rep.Checks = append(r.rep.Checks, Check{Name: "tool call with 20 rules p50 / without rules, without Envoy's MCP filter", Ratio: call.Ratio(0, 1, MetricP50), Target: RulesTarget})
 
 	// The same call from a client speaking MCP 2026-07-28: its headers say
 	// it is no list, so the answer is not read, with rules or without.
@@ -154,6 +158,25 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+
+	// The 2025-11-25 call behind Envoy's MCP filter, as envoy/envoy.yaml
+	// ships it: its metadata names the method, for both sidecars.
+	pm, okm, err := preparedToolsCall()
+	if err != nil {
+		return err
+	}
+	if err := forwardMCPFilterMetadata(pm); err != nil {
+		return err
+	}
+	callMCPMsgs, err := messages(ctx, d, pm, okm, ruled, today)
+	if err != nil {
+		return err
+	}
+	callMCP, err := Compare(ctx, r.seq, exchangeOp(d, ruled, pm, okm), exchangeOp(d, today, pm, okm))
+	if err != nil {
+		return err
+	}
+	r.rep.Checks = append(r.rep.Checks, Check{Name: "tool call with 20 rules p50 / without rules, behind Envoy's MCP filter", Ratio: callMCP.Ratio(0, 1, MetricP50), Target: RulesTarget})
 
 	lx, err := ToolsListOf(benchListTools, benchAdminTools)
 	if err != nil {
@@ -189,6 +212,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	r.rulesTable([]rulesRow{
 		{name: "tools/call echo, 20 rules (none denies) vs no rules", cmp: call, msgs: fmt.Sprintf("%d/%d", callMsgs[0], callMsgs[1])},
 		{name: "the same, 2026-07-28 headers (Mcp-Method, Mcp-Name)", cmp: call26, msgs: fmt.Sprintf("%d/%d", call26Msgs[0], call26Msgs[1])},
+		{name: "the 2025-11-25 call behind Envoy's MCP filter (the method in its metadata)", cmp: callMCP, msgs: fmt.Sprintf("%d/%d", callMCPMsgs[0], callMCPMsgs[1])},
 		{name: fmt.Sprintf("tools/list of %d tools, %d hidden by a rule vs no rules", benchListTools, benchAdminTools), cmp: list,
 			msgs: fmt.Sprintf("%d/%d", listMsgs[0], listMsgs[1])},
 		{name: "the same list vs a server that reads the answer (BUFFERED) and changes nothing", cmp: list, b: 2,
@@ -210,6 +234,7 @@ func (r *runner) rulesTable(rows []rulesRow) {
 		Header: []string{"row", "msgs", "rules p50", "p99", "no rules p50", "p99", "p50 / no rules", "p99 / no rules", "allocs/op rules", "no rules"},
 		Notes: []string{
 			"Both sidecars call one enforcing plugin (tool_pre_invoke) on the echo call. The 20 rules (internal/bench/rules.go) mix role, tool-name, argument, tenant and header rules; none denies echo. With rules, a request whose headers do not name its method (MCP 2025-11-25) may be a list, so its response headers are asked for (one ext_proc message more, 3 instead of 2); with 2026-07-28 headers a tools/call is known not to be one.",
+			"Behind Envoy's MCP filter (envoy/envoy.yaml: envoy.filters.http.mcp before ext_proc, its namespace forwarded), the request-headers message carries the method Envoy read from the body, so a 2025-11-25 tools/call is known not to be a list: 2 messages, as with 2026-07-28 headers. Both sidecars get the same metadata.",
 			"tools/list: 200 tools (~330 bytes each, JSON answer); one rule hides the 50 admin_ tools from the caller, who has no admin role. Without rules the sidecar does not read the answer; with rules it reads it (one response-headers and one buffered response-body message more) and rewrites it without the hidden items.",
 		},
 	}
@@ -233,4 +258,15 @@ func toolsCall2026() (*Exchange, error) {
 	}
 	x.RequestHeaders = with2026Headers(x.RequestHeaders, Header{"mcp-method", "tools/call"}, Header{"mcp-name", "echo"})
 	return x, nil
+}
+
+// forwardMCPFilterMetadata adds to p's messages the metadata Envoy's MCP
+// filter writes for p's request body.
+func forwardMCPFilterMetadata(p *Prepared) error {
+	meta, invalid := envoytest.MCPFilterMetadata(p.x.RequestBody, 8192)
+	if invalid || meta == nil {
+		return fmt.Errorf("Envoy's MCP filter would not read %s", p.x.RequestBody)
+	}
+	p.forwardMetadata(&corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{envoytest.MCPFilterNamespace: meta}})
+	return nil
 }
