@@ -579,3 +579,34 @@ func BenchmarkIdentityInMemory(b *testing.B) {
 		b.Run(tg.name, func(b *testing.B) { benchDo(b, Pipe(proc), p) })
 	}
 }
+
+// BenchmarkRulesInMemory isolates what the 20 rules of table 11 cost the
+// processor on a tools/call, in memory (no gRPC, no plugin called: the
+// plugin's conditions leave echo out): "today" without rules, "rules"
+// with them, for a 2025-11-25 request behind Envoy's MCP filter and a
+// 2026-07-28 one. Both ask Envoy for the same two messages.
+//
+//	go test -run '^$' -bench RulesInMemory -benchmem ./internal/bench
+func BenchmarkRulesInMemory(b *testing.B) {
+	yaml := SidecarConfig(0, PluginSpec{Name: "Guard", URL: "http://127.0.0.1:9/mcp",
+		Hooks: []cpex.HookType{cpex.ToolPreInvoke}, Tools: []string{"other"}})
+	x25 := benchExchanges(b)["tools-call"]
+	p25 := Prepare(x25)
+	if err := forwardMCPFilterMetadata(p25); err != nil {
+		b.Fatal(err)
+	}
+	x26, err := toolsCall2026()
+	if err != nil {
+		b.Fatal(err)
+	}
+	p26 := Prepare(x26)
+	for _, tg := range []struct{ name, yaml string }{{"today", yaml}, {"rules", yaml + rulesConfig()}} {
+		proc, err := NewProcessor(context.Background(), tg.yaml, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { proc.Close() })
+		b.Run(tg.name+"/2025-behind-mcp-filter", func(b *testing.B) { benchDo(b, Pipe(proc), p25) })
+		b.Run(tg.name+"/2026-07-28", func(b *testing.B) { benchDo(b, Pipe(proc), p26) })
+	}
+}

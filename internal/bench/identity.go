@@ -90,7 +90,7 @@ func (r *runner) identityScenario(ctx context.Context) (err error) {
 	// today+metadata: the same metadata sent to today's sidecar, which
 	// ignores it: what Envoy's forwarding costs the transport, apart from
 	// what the sidecar does with it.
-	cmp, err := Compare(ctx, r.seq, exchangeOp(d, ident, pj, okj), exchangeOp(d, today, p, ok), exchangeOp(d, today, pj, okj),
+	cmp, err := Compare(ctx, r.fine, exchangeOp(d, ident, pj, okj), exchangeOp(d, today, p, ok), exchangeOp(d, today, pj, okj),
 		exchangeOp(d, legacy, ph, okh))
 	if err != nil {
 		return err

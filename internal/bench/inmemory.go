@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
 // Processor is the sidecar's request path without its servers: plugin pool,
@@ -60,7 +61,11 @@ func NewProcessor(ctx context.Context, configYAML string, connect bool) (*Proces
 	if err != nil {
 		return nil, errors.Join(err, p.Close())
 	}
-	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: p.exec, Identity: ident}
+	ruleSet, issues := rules.Compile(cfg.Extproc.Rules, rules.Options{})
+	if len(issues) > 0 {
+		return nil, errors.Join(fmt.Errorf("rules: %v", issues), p.Close())
+	}
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: p.exec, Identity: ident, Rules: ruleSet}
 	p.Server = processor.New(processor.Options{Logger: log, Snapshot: func() *processor.Snapshot { return snap }})
 	return p, nil
 }

@@ -136,7 +136,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err := callsOnce(ctx, d, ruled, p, ok, ps.calls.Load); err != nil {
 		return err
 	}
-	call, err := Compare(ctx, r.seq, exchangeOp(d, ruled, p, ok), exchangeOp(d, today, p, ok))
+	call, err := Compare(ctx, r.fine, exchangeOp(d, ruled, p, ok), exchangeOp(d, today, p, ok))
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	call26, err := Compare(ctx, r.seq, exchangeOp(d, ruled, p26, ok26), exchangeOp(d, today, p26, ok26))
+	call26, err := Compare(ctx, r.fine, exchangeOp(d, ruled, p26, ok26), exchangeOp(d, today, p26, ok26))
 	if err != nil {
 		return err
 	}
@@ -172,7 +172,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	callMCP, err := Compare(ctx, r.seq, exchangeOp(d, ruled, pm, okm), exchangeOp(d, today, pm, okm))
+	callMCP, err := Compare(ctx, r.fine, exchangeOp(d, ruled, pm, okm), exchangeOp(d, today, pm, okm))
 	if err != nil {
 		return err
 	}

@@ -204,16 +204,19 @@ func (s *Stack) startFront(grpcAddr net.Addr, cfg *config.Config) error {
 		Filter: envoytest.Filter{
 			Client:            client,
 			AllowModeOverride: true,
-			// As in envoy/envoy.yaml: what the identity sources and the
-			// HTTP hooks' client_host and client_port read.
+			// As in envoy/envoy.yaml: what the identity sources, the
+			// HTTP hooks' client_host and client_port, and the method
+			// Envoy's MCP filter read.
 			Forwarding: envoytest.Forwarding{
-				MetadataNamespaces: []string{"envoy.filters.http.jwt_authn"},
+				MetadataNamespaces: []string{"envoy.filters.http.jwt_authn", envoytest.MCPFilterNamespace},
 				RequestAttributes:  []string{"connection.uri_san_peer_certificate", "source.address", "source.port"},
 			},
 			// As in envoy/envoy.yaml: above the whole-hook deadline.
 			MessageTimeout: cfg.HookTimeout() + time.Second,
 		},
 		Upstream: &url.URL{Scheme: "http", Host: upLis.Addr().String()},
+		// As in envoy/envoy.yaml: Envoy's MCP filter before ext_proc.
+		MCPFilter: &envoytest.MCPFilter{MaxRequestBodyBytes: 1 << 20},
 	}
 	frontLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -3,6 +3,7 @@ package rules
 import (
 	"maps"
 	"slices"
+	"strings"
 
 	"cel.dev/cel-go/common/ast"
 	"cel.dev/cel-go/common/operators"
@@ -11,7 +12,8 @@ import (
 
 // A guard is a necessary condition of a rule read from its expression: a
 // top-level conjunct `mcp.name == "x"` or `mcp.name in ["x", "y"]` (and
-// the same of mcp.method). When the request's value is not among the
+// the same of mcp.method, identity.tenant and identity.user; a prefix of
+// mcp.name is kept beside it, in guardSet). When the request's value is not among the
 // guard's, that conjunct is false, and so is the rule, whatever the other
 // conjuncts give (CEL's && is false when any side is false, even if
 // another side fails): the rule need not run.
@@ -76,19 +78,67 @@ func (g *guard) list() []string {
 	return slices.Collect(maps.Keys(g.many))
 }
 
-// guards returns the guards of a checked expression on mcp.name and
-// mcp.method.
-func guards(e ast.Expr) (name, method guard) {
+// guardSet is what the top-level conjuncts of a rule require of a
+// request before the rule can be true: values of mcp.name, mcp.method,
+// identity.tenant and identity.user, and prefixes of mcp.name
+// (`mcp.name.startsWith("x")`).
+type guardSet struct {
+	name, method, tenant, user guard
+	namePrefixes               []string
+}
+
+// guards returns the guards of a checked expression.
+func guards(e ast.Expr) guardSet {
+	var g guardSet
 	for _, c := range conjuncts(e, nil) {
+		if p, ok := namePrefixOf(c); ok {
+			g.namePrefixes = append(g.namePrefixes, p)
+			continue
+		}
 		v, values := guardOf(c)
 		switch v {
 		case varName:
-			name = name.intersect(values)
+			g.name = g.name.intersect(values)
 		case varMethod:
-			method = method.intersect(values)
+			g.method = g.method.intersect(values)
+		case varTenant:
+			g.tenant = g.tenant.intersect(values)
+		case varUser:
+			g.user = g.user.intersect(values)
 		}
 	}
-	return name, method
+	return g
+}
+
+// admitsName reports whether name passes the name guard and prefixes.
+func (g *guardSet) admitsName(name string) bool {
+	for _, p := range g.namePrefixes {
+		if !strings.HasPrefix(name, p) {
+			return false
+		}
+	}
+	return g.name.admits(name)
+}
+
+// admitsCaller reports whether the caller of in passes the tenant and user
+// guards.
+func (g *guardSet) admitsCaller(in *Input) bool {
+	return g.tenant.admits(in.Tenant) && g.user.admits(in.User)
+}
+
+// namePrefixOf returns the prefix of a conjunct `mcp.name.startsWith("lit")`.
+func namePrefixOf(e ast.Expr) (string, bool) {
+	if e.Kind() != ast.CallKind {
+		return "", false
+	}
+	call := e.AsCall()
+	if !call.IsMemberFunction() || call.FunctionName() != "startsWith" || len(call.Args()) != 1 {
+		return "", false
+	}
+	if v, ok := guardVariable(call.Target()); !ok || v != varName {
+		return "", false
+	}
+	return stringLiteral(call.Args()[0])
 }
 
 // conjuncts appends the operands of the top-level && of e (e itself when it
@@ -144,13 +194,15 @@ func guardOf(e ast.Expr) (int, guard) {
 	return -1, guard{}
 }
 
-// guardVariable reports whether e is mcp.name or mcp.method, and which.
+// guardVariable reports whether e is a string variable a guard may read
+// (mcp.name, mcp.method, identity.tenant, identity.user: never missing,
+// "" when unknown), and which.
 func guardVariable(e ast.Expr) (int, bool) {
 	if e.Kind() != ast.IdentKind {
 		return -1, false
 	}
 	switch v := variableIndex(e.AsIdent()); v {
-	case varName, varMethod:
+	case varName, varMethod, varTenant, varUser:
 		return v, true
 	}
 	return -1, false

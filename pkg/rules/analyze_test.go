@@ -2,6 +2,7 @@ package rules
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"cel.dev/cel-go/common/types"
@@ -22,6 +23,10 @@ var soundnessRules = []string{
 	`identity.user == "bob" && request.headers["x"] == "y"`,
 	`identity.user == "ann"`,
 	`identity.claims.prefix + mcp.name == "q"`, // fails with the name known or not
+	`identity.tenant == "acme" && mcp.arguments.missing == 1`,
+	`mcp.name.startsWith("x") && identity.tenant in ["acme", "globex"]`,
+	`mcp.name.startsWith("w") && mcp.name.startsWith("x")`,
+	`"ann" == identity.user && mcp.name.startsWith("")`,
 }
 
 // TestGuardsSound: a rule skipped by its guards is false when run.
@@ -30,19 +35,26 @@ func TestGuardsSound(t *testing.T) {
 	for i, deny := range soundnessRules {
 		s := compile(t, Options{}, "r", deny)
 		c := &s.rules[0]
+		skipped := 0
 		for _, method := range []string{"tools/call", "prompts/get"} {
-			for _, name := range []string{"x", "y", "z", "w"} {
+			for _, name := range []string{"x", "y", "z", "w", "xy"} {
 				for _, a := range args {
-					in := &Input{Method: method, Name: name, Arguments: a, User: "bob", Roles: []string{"dev"}}
-					if !c.skips(method, name) {
-						continue
-					}
-					out, _, err := c.prog.Eval(&activation{set: s, in: in})
-					if err != nil || out != types.False {
-						t.Errorf("rule %d %s skipped for %s %s %s, but gives %v, %v", i, deny, method, name, a, out, err)
+					for _, who := range [][2]string{{"bob", ""}, {"ann", "acme"}, {"bob", "initech"}} {
+						in := &Input{Method: method, Name: name, Arguments: a, User: who[0], Tenant: who[1], Roles: []string{"dev"}}
+						if !c.skips(in) {
+							continue
+						}
+						skipped++
+						out, _, err := c.prog.Eval(&activation{set: s, in: in})
+						if err != nil || out != types.False {
+							t.Errorf("rule %d %s skipped for %s %s %s %v, but gives %v, %v", i, deny, method, name, a, who, out, err)
+						}
 					}
 				}
 			}
+		}
+		if guarded := strings.Contains(deny, "identity.tenant") || strings.Contains(deny, "mcp.name.startsWith"); guarded && skipped == 0 {
+			t.Errorf("rule %d %s: never skipped, its guard was not read", i, deny)
 		}
 	}
 }

@@ -26,7 +26,7 @@ func (s *Set) Check(in *Input) Verdict {
 	a := &activation{set: s, in: in}
 	for i := range s.rules {
 		c := &s.rules[i]
-		if c.skips(in.Method, in.Name) {
+		if c.skips(in) {
 			continue
 		}
 		out, _, err := c.prog.Eval(a)

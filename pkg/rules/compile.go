@@ -209,7 +209,7 @@ func compileRule(env *cel.Env, i int, r *Rule, limit uint64) (compiled, []Issue)
 		}
 	}
 	expr := ast.NativeRep().Expr()
-	c.name, c.method = guards(expr)
+	c.guardSet = guards(expr)
 	var opts []cel.ProgramOption
 	if metered(expr) {
 		opts = append(opts, cel.CostLimit(limit))

@@ -34,7 +34,7 @@ func (s *Set) Lister(in *Input) *Lister {
 	l := s.newLister(in)
 	for i := range s.rules {
 		c := &s.rules[i]
-		if !c.method.admits(in.Method) {
+		if !c.method.admits(in.Method) || !c.admitsCaller(in) {
 			continue
 		}
 		if c.vars&bit(varName) == 0 {
@@ -78,7 +78,7 @@ func (l *Lister) Hidden(name string) (rule *Rule, hidden bool) {
 	}
 	named := false
 	for _, c := range l.perItem {
-		if !c.name.admits(name) {
+		if !c.admitsName(name) {
 			continue
 		}
 		if !named {
@@ -121,7 +121,7 @@ func (s *Set) MayHide(in *Input) bool {
 	}
 	l := s.newLister(in)
 	for i := range s.rules {
-		if c := &s.rules[i]; c.method.admits(in.Method) && l.mayHide(c) {
+		if c := &s.rules[i]; c.method.admits(in.Method) && c.admitsCaller(in) && l.mayHide(c) {
 			return true
 		}
 	}

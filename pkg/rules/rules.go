@@ -95,15 +95,14 @@ type compiled struct {
 	prog    cel.Program // plain evaluation
 	partial cel.Program // for unknown values; nil unless the rule reads mcp.name or mcp.arguments
 	vars    uint32      // the variables it reads, a bit per index of variables
-	// name and method are the values of mcp.name and mcp.method the rule
-	// can deny at all; see guard.
-	name, method guard
+	// guardSet holds the values of mcp.name, mcp.method, identity.tenant
+	// and identity.user the rule can deny at all; see guard.
+	guardSet
 }
 
-// skips reports whether c is false for a request with this method and name
-// without running it.
-func (c *compiled) skips(method, name string) bool {
-	return !c.method.admits(method) || !c.name.admits(name)
+// skips reports whether c is false for in without running it.
+func (c *compiled) skips(in *Input) bool {
+	return !c.method.admits(in.Method) || !c.admitsName(in.Name) || !c.admitsCaller(in)
 }
 
 // Len returns the number of rules.
