@@ -150,11 +150,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	}
 	p26 := Prepare(x26)
 	ok26 := untouched(p26)
-	call26Msgs, err := messages(ctx, d, p26, ok26, ruled, today)
-	if err != nil {
-		return err
-	}
-	call26, err := Compare(ctx, r.fine, exchangeOp(d, ruled, p26, ok26), exchangeOp(d, today, p26, ok26))
+	call26, call26Msgs, err := r.ruledVsToday(ctx, d, p26, ok26, ruled, today)
 	if err != nil {
 		return err
 	}
@@ -168,11 +164,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err := forwardMCPFilterMetadata(pm); err != nil {
 		return err
 	}
-	callMCPMsgs, err := messages(ctx, d, pm, okm, ruled, today)
-	if err != nil {
-		return err
-	}
-	callMCP, err := Compare(ctx, r.fine, exchangeOp(d, ruled, pm, okm), exchangeOp(d, today, pm, okm))
+	callMCP, callMCPMsgs, err := r.ruledVsToday(ctx, d, pm, okm, ruled, today)
 	if err != nil {
 		return err
 	}
@@ -269,4 +261,15 @@ func forwardMCPFilterMetadata(p *Prepared) error {
 	}
 	p.forwardMetadata(&corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{envoytest.MCPFilterNamespace: meta}})
 	return nil
+}
+
+// ruledVsToday counts the ext_proc messages of p through the sidecar with
+// rules and through today's, then compares the two side by side.
+func (r *runner) ruledVsToday(ctx context.Context, d *Driver, p *Prepared, ok check, ruled, today *Endpoint) (*Comparison, []int, error) {
+	msgs, err := messages(ctx, d, p, ok, ruled, today)
+	if err != nil {
+		return nil, nil, err
+	}
+	cmp, err := Compare(ctx, r.fine, exchangeOp(d, ruled, p, ok), exchangeOp(d, today, p, ok))
+	return cmp, msgs, err
 }

@@ -164,15 +164,21 @@ func (s *mcpScan) scan(b []byte) error {
 	if tok.Kind() != '{' {
 		return errNotObject
 	}
+	return eachMember(dec, func(name string) error { return s.member(dec, name) })
+}
+
+// eachMember calls fn with the name of each member of the object whose
+// '{' was read, fn reading the value, until the object's end.
+func eachMember(dec *jsontext.Decoder, fn func(name string) error) error {
 	for {
-		name, err := dec.ReadToken()
+		tok, err := dec.ReadToken()
 		if err != nil {
 			return err
 		}
-		if name.Kind() == '}' {
+		if tok.Kind() == '}' {
 			return nil
 		}
-		if err := s.member(dec, name.String()); err != nil {
+		if err := fn(tok.String()); err != nil {
 			return err
 		}
 	}
@@ -216,28 +222,19 @@ func (s *mcpScan) readParams(dec *jsontext.Decoder) error {
 		return err
 	}
 	s.params = map[string]*structpb.Value{}
-	for {
-		name, err := dec.ReadToken()
-		if err != nil {
-			return err
-		}
-		if name.Kind() == '}' {
-			return nil
-		}
-		key := name.String() // before the next read voids name
+	return eachMember(dec, func(name string) error {
 		tok, err := dec.ReadToken()
 		if err != nil {
 			return err
 		}
 		switch tok.Kind() {
 		case '"':
-			s.params[key] = structpb.NewStringValue(tok.String())
+			s.params[name] = structpb.NewStringValue(tok.String())
 		case '{', '[':
-			if err := skipRest(dec); err != nil {
-				return err
-			}
+			return skipRest(dec)
 		}
-	}
+		return nil
+	})
 }
 
 // skipRest skips the rest of the object or array whose start was read.
