@@ -1,9 +1,14 @@
 package envoytest
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 
+	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -47,5 +52,59 @@ func TestMCPFilterMetadata(t *testing.T) {
 				t.Errorf("metadata %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestProxyMCPFilter: the Proxy's MCP filter sends its metadata on the
+// request headers, answers a body that is not JSON itself, and lowers the
+// buffer limit, so ext_proc's BUFFERED read of a body over
+// max_request_body_size is a 413, as in Envoy.
+func TestProxyMCPFilter(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) }))
+	defer up.Close()
+	var mu sync.Mutex
+	var methods []string
+	buffered := func(req *extprocv3.ProcessingRequest) step {
+		if req.GetRequestHeaders() == nil {
+			return reply(&extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}})
+		}
+		mu.Lock()
+		methods = append(methods, req.GetMetadataContext().GetFilterMetadata()[MCPFilterNamespace].GetFields()["method"].GetStringValue())
+		mu.Unlock()
+		return reply(&extprocv3.ProcessingResponse{
+			Response:     &extprocv3.ProcessingResponse_RequestHeaders{RequestHeaders: &extprocv3.HeadersResponse{}},
+			ModeOverride: &filterv3.ProcessingMode{RequestBodyMode: filterv3.ProcessingMode_BUFFERED, ResponseBodyMode: filterv3.ProcessingMode_NONE, ResponseHeaderMode: filterv3.ProcessingMode_SKIP},
+		})
+	}
+	front, p := startProxy(t, up.URL, Filter{AllowModeOverride: true, Forwarding: Forwarding{MetadataNamespaces: []string{MCPFilterNamespace}}}, buffered)
+	p.MCPFilter = &MCPFilter{MaxRequestBodyBytes: 1024}
+	post := func(body string) int {
+		req, err := http.NewRequest(http.MethodPost, front.URL+"/mcp", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := front.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := post(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`); got != http.StatusOK {
+		t.Errorf("a small request: %d, want 200", got)
+	}
+	if got := post(`{"jsonrpc":`); got != http.StatusBadRequest {
+		t.Errorf("a body that is not JSON: %d, want the filter's 400", got)
+	}
+	big := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"pad":"` + strings.Repeat("x", 4096) + `"}}}`
+	if got := post(big); got != http.StatusRequestEntityTooLarge {
+		t.Errorf("a body over max_request_body_size, read BUFFERED by ext_proc: %d, want 413", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"tools/list", "tools/call"}; strings.Join(methods, ",") != strings.Join(want, ",") {
+		t.Errorf("methods on the request headers %v, want %v (none for the body the filter refused)", methods, want)
 	}
 }
