@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,9 +13,11 @@ import (
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
 
 // TestRunQuick runs every scenario for a handful of operations: the
@@ -608,5 +611,81 @@ func BenchmarkRulesInMemory(b *testing.B) {
 		b.Cleanup(func() { proc.Close() })
 		b.Run(tg.name+"/2025-behind-mcp-filter", func(b *testing.B) { benchDo(b, Pipe(proc), p25) })
 		b.Run(tg.name+"/2026-07-28", func(b *testing.B) { benchDo(b, Pipe(proc), p26) })
+	}
+}
+
+// serveCodec serves srv over gRPC on loopback with the sidecar's codec.
+func serveCodec(b *testing.B, srv extprocv3.ExternalProcessorServer) extprocv3.ExternalProcessorClient {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.ForceServerCodecV2(processor.NewCodec()))
+	extprocv3.RegisterExternalProcessorServer(gs, srv)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		_ = gs.Serve(lis) // returns when gs stops
+	}()
+	b.Cleanup(func() {
+		gs.Stop()
+		<-served
+	})
+	c, conn, err := dial(lis.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { conn.Close() })
+	return c
+}
+
+// BenchmarkIdentityGRPC is table 10's comparison, one processor at a time:
+// a tools/call with the policy plugin called, over gRPC on loopback with the
+// sidecar's codec (so the forwarded JWT payload is decoded as in the
+// sidecar), for "none" (no identity, no metadata), "headers" (the legacy
+// user_header/tenant_header, believed) and "jwt" (extproc.identity from the
+// 12-claim payload Envoy forwards on every message), the last two under the
+// plugin condition tenant_ids [acme]. Run it with -count 6 and compare the
+// medians: one process per target, no instance sharing the machine with
+// another, unlike make bench.
+//
+//	go test -run '^$' -bench IdentityGRPC -benchmem -count 6 ./internal/bench
+func BenchmarkIdentityGRPC(b *testing.B) {
+	pol, err := policyPlugin()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ps, err := StartPlugin(pol)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	base := SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}})
+	withTenant := strings.Replace(base, "    mcp:", "    conditions: [{tenant_ids: [acme]}]\n    mcp:", 1)
+	md, err := jwtMetadata()
+	if err != nil {
+		b.Fatal(err)
+	}
+	call := func(extra ...Header) *Prepared {
+		x, err := ToolsCall()
+		if err != nil {
+			b.Fatal(err)
+		}
+		x.RequestHeaders = append(x.RequestHeaders, extra...)
+		return Prepare(x)
+	}
+	p0, ph, pj := call(), call(Header{"x-tenant-id", "acme"}, Header{"x-user", "alice@acme.example"}), call()
+	pj.forwardMetadata(md)
+	for _, tg := range []struct {
+		name, yaml string
+		p          *Prepared
+	}{{"none", base, p0}, {"headers", withTenant + "  user_header: x-user\n  tenant_header: x-tenant-id\n", ph}, {"jwt", withTenant + identityConfig, pj}} {
+		proc, err := NewProcessor(context.Background(), tg.yaml, true)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { proc.Close() })
+		c := serveCodec(b, proc)
+		b.Run(tg.name, func(b *testing.B) { benchDo(b, c, tg.p) })
 	}
 }
