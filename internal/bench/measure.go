@@ -103,6 +103,20 @@ func (c *Comparison) Ratio(a, b int, metric func(Stats) float64) float64 {
 	return median(vs)
 }
 
+// RatioOfPairs is [Comparison.Ratio] for targets measured on two
+// instances each: the median over the rounds of (a+a2)/(b+b2). Started in
+// mirrored order (a, b, ..., b2, a2), the two instances of a target stand
+// in both places, and an effect of which instance serves it cancels.
+func (c *Comparison) RatioOfPairs(a, a2, b, b2 int, metric func(Stats) float64) float64 {
+	vs := make([]float64, 0, len(c.Rounds))
+	for _, r := range c.Rounds {
+		if den := metric(r[b]) + metric(r[b2]); den > 0 {
+			vs = append(vs, (metric(r[a])+metric(r[a2]))/den)
+		}
+	}
+	return median(vs)
+}
+
 // Metrics for [Comparison.Ratio].
 
 // MetricP50 is the median latency.
