@@ -52,7 +52,7 @@ func (st *stream) checkMCPFilterMethod(msgs *mcpmsg.Body) *extprocv3.ProcessingR
 		}
 		id = m.ID
 	}
-	st.obs.Immediate("header_mismatch")
+	st.obs.Immediate("mcp_filter_mismatch")
 	st.logger().Info().Str("envoy_method", st.envoyMethod).Msg("refused: the body is not the request Envoy's MCP filter read")
 	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, mcpmsg.CodeInvalidRequest,
 		"the request's method is not the one Envoy's MCP filter read from it (duplicate or late keys?)", nil), false, nil)

@@ -15,8 +15,8 @@ type Observer interface {
 	ModeOverride(mode string)
 	// Immediate counts an immediate response by reason ("blocked",
 	// "plugin_error", "invalid_request", "too_large", "unsupported_encoding",
-	// "internal", "header_mismatch", "header_mirror") or a result refused in
-	// a stream ("unattributed", "invalid_response").
+	// "internal", "header_mismatch", "header_mirror", "mcp_filter_mismatch")
+	// or a result refused in a stream ("unattributed", "invalid_response").
 	Immediate(reason string)
 	// BodyInspected counts a body (or SSE event) parsed, by direction
 	// ("request", "response"), with its size.
