@@ -40,23 +40,28 @@ func TestIdentityConfig(t *testing.T) {
 			problems: []string{"headers: set user or tenant"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(head+tc.yaml), nil)
-			var verr *ValidationError
-			var problems, warnings []Problem
-			switch {
-			case errors.As(err, &verr):
-				problems, warnings = verr.Problems, verr.Warnings
-			case err != nil:
-				t.Fatal(err)
-			default:
-				warnings = cfg.Warnings
-			}
+			problems, warnings := parseOutcome(t, head+tc.yaml)
 			match(t, "problem", problems, tc.problems)
 			if tc.problems == nil {
 				match(t, "warning", only(warnings, "extproc."), tc.warnings)
 			}
 		})
 	}
+}
+
+// parseOutcome parses yaml and returns the problems that refused it and
+// the warnings it loaded (or was refused) with.
+func parseOutcome(t *testing.T, yaml string) (problems, warnings []Problem) {
+	t.Helper()
+	cfg, err := Parse([]byte(yaml), nil)
+	var verr *ValidationError
+	switch {
+	case errors.As(err, &verr):
+		return verr.Problems, verr.Warnings
+	case err != nil:
+		t.Fatal(err)
+	}
+	return nil, cfg.Warnings
 }
 
 func only(ps []Problem, prefix string) []Problem {

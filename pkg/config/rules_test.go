@@ -2,7 +2,6 @@ package config
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
@@ -70,17 +69,7 @@ func TestRulesConfig(t *testing.T) {
 			warnings: []string{`rule "r" reads identity.tenant, always empty`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := Parse([]byte(plugin+tc.yaml), nil)
-			var verr *ValidationError
-			var problems, warnings []Problem
-			switch {
-			case errors.As(err, &verr):
-				problems, warnings = verr.Problems, verr.Warnings
-			case err != nil:
-				t.Fatal(err)
-			default:
-				warnings = cfg.Warnings
-			}
+			problems, warnings := parseOutcome(t, plugin+tc.yaml)
 			match(t, "problem", problems, tc.problems)
 			match(t, "warning", only(warnings, "extproc.rules"), tc.warnings)
 		})
