@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -60,15 +61,18 @@ func (st *stream) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 		message: msg, data: data, by: r.Name, byKind: byRule}, true
 }
 
-// ruleTarget returns what a rule sees as mcp.name and mcp.arguments.
+// ruleTarget returns what a rule sees as mcp.name and mcp.arguments: the
+// target and arguments of the method's route (hookfamily), none for a
+// method whose request does not name one.
 func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
-	switch m.Method {
-	case "tools/call", "prompts/get":
-		return m.Name, m.Arguments
-	case "resources/read":
-		return m.URI, nil
+	r, ok := hookfamily.ByMethod(m.Method)
+	if !ok || r.TargetParam == "" {
+		return "", nil
 	}
-	return "", nil
+	if r.ArgsParam != "" {
+		args = m.Arguments
+	}
+	return targetName(r, m), args
 }
 
 // ruleInput is what the rules read of this request, for method.
