@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -91,10 +92,12 @@ func TestMCPFilterMethod(t *testing.T) {
 	})
 }
 
-// TestMCPFilterEndToEnd: a real Go SDK client and server behind the fake
-// Envoy playing its MCP filter before ext_proc: every page of each caller's
-// tools/list shows only its tools, JSON and SSE, and a hidden tool called
-// by name is refused.
+// TestMCPFilterEndToEnd: a real Go SDK client speaking 2025-11-25 and a
+// real server behind the fake Envoy playing its MCP filter before
+// ext_proc: every page of the caller's tools/list shows only its tools,
+// JSON and SSE, a hidden tool called by name is refused, and a tools/call
+// costs two ext_proc messages (its answer is not read), as Envoy's reading
+// of the method lets it.
 func TestMCPFilterEndToEnd(t *testing.T) {
 	for _, jsonResponse := range []bool{true, false} {
 		h := newHarness(t, rulesConfig)
@@ -107,19 +110,40 @@ func TestMCPFilterEndToEnd(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &envoytest.Proxy{Filter: h.filter, Upstream: u, Info: jwtInfo, MCPFilter: &envoytest.MCPFilter{MaxRequestBodyBytes: 1 << 20}}
+		var mu sync.Mutex
+		var callMsgs []int // ext_proc messages of each tools/call
+		observe := func(res *envoytest.Result, _ error) {
+			if res != nil && res.UpstreamRequest != nil && strings.Contains(string(res.UpstreamRequest.Body), `"tools/call"`) {
+				mu.Lock()
+				callMsgs = append(callMsgs, len(res.Sent))
+				mu.Unlock()
+			}
+		}
+		p := &envoytest.Proxy{Filter: h.filter, Upstream: u, Info: jwtInfo, Observe: observe,
+			MCPFilter: &envoytest.MCPFilter{MaxRequestBodyBytes: 1 << 20}}
 		fr := httptest.NewServer(p)
 		t.Cleanup(func() {
 			fr.Close()
 			p.CloseIdleConnections()
 			up.Close()
 		})
-		dev := connectAs(t, fr.URL+"/mcp", "dev-token")
+		dev := connectAsVersion(t, fr.URL+"/mcp", "dev-token", v25)
+		if v := dev.InitializeResult().ProtocolVersion; v != v25 {
+			t.Fatalf("negotiated %s, want %s: the test would not show the 2025 path", v, v25)
+		}
 		if got, want := listedTools(t, dev), []string{"echo", "read_file", "search", "status"}; !slices.Equal(got, want) {
 			t.Errorf("json %v: dev sees %v, want %v", jsonResponse, got, want)
 		}
 		if _, err := callTool(t, dev, "delete_file", map[string]any{"path": "/tmp/x"}); err == nil || !strings.Contains(err.Error(), "only admins") {
 			t.Errorf("json %v: dev calling delete_file: %v, want refused", jsonResponse, err)
 		}
+		if res, err := callTool(t, dev, "echo", map[string]any{}); err != nil || res.IsError {
+			t.Fatalf("json %v: echo: %v %+v", jsonResponse, err, res)
+		}
+		mu.Lock()
+		if len(callMsgs) == 0 || callMsgs[len(callMsgs)-1] != 2 {
+			t.Errorf("json %v: ext_proc messages of the tools/call that reached the server: %v, want 2", jsonResponse, callMsgs)
+		}
+		mu.Unlock()
 	}
 }

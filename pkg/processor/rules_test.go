@@ -135,11 +135,18 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func connectAs(t *testing.T, endpoint, token string) *mcp.ClientSession {
 	t.Helper()
+	return connectAsVersion(t, endpoint, token, "")
+}
+
+// connectAsVersion is connectAs asking for protocol version ("": the
+// SDK's latest).
+func connectAsVersion(t *testing.T, endpoint, token, version string) *mcp.ClientSession {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	c := mcp.NewClient(&mcp.Implementation{Name: "rules-test", Version: "1"}, nil)
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: endpoint, HTTPClient: &http.Client{Transport: bearer{token}},
-		DisableStandaloneSSE: true}, nil)
+		DisableStandaloneSSE: true}, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatalf("connect as %s: %v", token, err)
 	}
