@@ -129,14 +129,10 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 		return err
 	}
 	d := &Driver{}
-	callMsgs, err := messages(ctx, d, p, ok, ruled, today)
-	if err != nil {
-		return err
-	}
 	if err := callsOnce(ctx, d, ruled, p, ok, ps.calls.Load); err != nil {
 		return err
 	}
-	call, err := Compare(ctx, r.fine, exchangeOp(d, ruled, p, ok), exchangeOp(d, today, p, ok))
+	call, callMsgs, err := r.ruledVsToday(ctx, d, p, ok, ruled, today)
 	if err != nil {
 		return err
 	}
