@@ -98,12 +98,13 @@ func (st *stream) hooksNeed() (body, post bool) {
 	r, name, decided := st.declared()
 	if !decided {
 		if st.envoyMethod != "" { // Envoy read it from the body (mcpfilter.go)
-			return true, st.postFor(st.envoyMethod)
+			r, _ := hookfamily.ByMethod(st.envoyMethod)
+			return true, st.postApplies(r)
 		}
 		return true, st.postConfigured()
 	}
 	if st.checksPermission(string(headerBytes(st.std.method))) {
-		return true, r != nil && r.Post && st.snap.Hooks.Applies(r.Family.Post)
+		return true, st.postApplies(r)
 	}
 	if r == nil {
 		return false, false // no hook family has this method
@@ -112,21 +113,21 @@ func (st *stream) hooksNeed() (body, post bool) {
 	if r.TargetParam == "" {
 		// The target is not in the request (it is learned from an earlier
 		// one): conditions cannot be evaluated here.
-		return true, r.Post && h.Applies(r.Family.Post)
+		return true, st.postApplies(r)
 	}
 	t := hookfamily.Target{Family: r.Family, Name: name}
 	if r.Pre && h.AppliesTo(r.Family.Pre, &st.global, t) {
-		return true, r.Post && h.Applies(r.Family.Post)
+		return true, st.postApplies(r)
 	}
 	post = r.Post && h.AppliesTo(r.Family.Post, &st.global, t)
 	return post, post
 }
 
-// postFor reports whether a post hook may apply to the answer of a
-// request of method (its target unknown).
-func (st *stream) postFor(method string) bool {
-	r, ok := hookfamily.ByMethod(method)
-	return ok && r.Post && st.snap.Hooks.Applies(r.Family.Post)
+// postApplies reports whether a post hook may apply to the answer of a
+// request of route r (nil: no hook family has its method), its target
+// unknown.
+func (st *stream) postApplies(r *hookfamily.Route) bool {
+	return r != nil && r.Post && st.snap.Hooks.Applies(r.Family.Post)
 }
 
 // declaredMethod returns the method trusted MCP 2026-07-28 headers name;
