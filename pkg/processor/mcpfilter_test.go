@@ -2,8 +2,6 @@ package processor_test
 
 import (
 	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -100,34 +98,19 @@ func TestMCPFilterMethod(t *testing.T) {
 // of the method lets it.
 func TestMCPFilterEndToEnd(t *testing.T) {
 	for _, jsonResponse := range []bool{true, false} {
-		h := newHarness(t, rulesConfig)
-		h.filter.Forwarding = envoytest.Forwarding{
-			MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn", envoytest.MCPFilterNamespace},
-			ReceivingNamespaces: []string{processor.MetadataNamespace},
-		}
-		up := httptest.NewServer(rulesServer(jsonResponse))
-		u, err := url.Parse(up.URL)
-		if err != nil {
-			t.Fatal(err)
-		}
 		var mu sync.Mutex
 		var callMsgs []int // ext_proc messages of each tools/call
-		observe := func(res *envoytest.Result, _ error) {
-			if res != nil && res.UpstreamRequest != nil && strings.Contains(string(res.UpstreamRequest.Body), `"tools/call"`) {
-				mu.Lock()
-				callMsgs = append(callMsgs, len(res.Sent))
-				mu.Unlock()
+		endpoint, _ := rulesFront(t, rulesServer(jsonResponse), func(p *envoytest.Proxy) {
+			p.MCPFilter = &envoytest.MCPFilter{MaxRequestBodyBytes: 1 << 20}
+			p.Observe = func(res *envoytest.Result, _ error) {
+				if res != nil && res.UpstreamRequest != nil && strings.Contains(string(res.UpstreamRequest.Body), `"tools/call"`) {
+					mu.Lock()
+					callMsgs = append(callMsgs, len(res.Sent))
+					mu.Unlock()
+				}
 			}
-		}
-		p := &envoytest.Proxy{Filter: h.filter, Upstream: u, Info: jwtInfo, Observe: observe,
-			MCPFilter: &envoytest.MCPFilter{MaxRequestBodyBytes: 1 << 20}}
-		fr := httptest.NewServer(p)
-		t.Cleanup(func() {
-			fr.Close()
-			p.CloseIdleConnections()
-			up.Close()
 		})
-		dev := connectAsVersion(t, fr.URL+"/mcp", "dev-token", v25)
+		dev := connectAsVersion(t, endpoint, "dev-token", v25)
 		if v := dev.InitializeResult().ProtocolVersion; v != v25 {
 			t.Fatalf("negotiated %s, want %s: the test would not show the 2025 path", v, v25)
 		}

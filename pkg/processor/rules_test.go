@@ -102,10 +102,10 @@ func (d *decisions) find(name, decision string) map[string]any {
 
 // rulesFront serves upstream behind the fake Envoy with jwt_authn in
 // front and mcp_extproc among the receiving namespaces.
-func rulesFront(t *testing.T, upstream http.Handler) (string, *decisions) {
+func rulesFront(t *testing.T, upstream http.Handler, mods ...func(*envoytest.Proxy)) (string, *decisions) {
 	h := newHarness(t, rulesConfig)
 	h.filter.Forwarding = envoytest.Forwarding{
-		MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn"},
+		MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn", envoytest.MCPFilterNamespace},
 		ReceivingNamespaces: []string{processor.MetadataNamespace},
 	}
 	up := httptest.NewServer(upstream)
@@ -115,6 +115,9 @@ func rulesFront(t *testing.T, upstream http.Handler) (string, *decisions) {
 	}
 	d := &decisions{}
 	p := &envoytest.Proxy{Filter: h.filter, Upstream: u, Info: jwtInfo, Observe: d.observe}
+	for _, mod := range mods {
+		mod(p)
+	}
 	fr := httptest.NewServer(p)
 	t.Cleanup(func() {
 		fr.Close()
