@@ -117,7 +117,17 @@ func TestGatewayReplicas(t *testing.T) {
 	g := newGateway(t, 2*time.Second)
 	all := rounds(g.front(&mcpecho.TaskServer{PollsToComplete: 1}), g.front(mcpecho.ResumableHandler()))
 	crossed := map[string]int{}
-	for n := range 8 {
+	// Fake Envoy sends each stream to a replica at random: play at least
+	// 8 rounds, and more (up to 64) until every kind crossed replicas once.
+	uncrossed := func() bool {
+		for _, r := range all {
+			if crossed[r.name] == 0 {
+				return true
+			}
+		}
+		return false
+	}
+	for n := 0; n < 8 || n < 64 && uncrossed(); n++ {
 		for _, r := range all {
 			got, across := r.run(g, n)
 			if got != hooked {
