@@ -14,6 +14,8 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -560,8 +562,9 @@ func BenchmarkOnePluginInMemory(b *testing.B) {
 // BenchmarkIdentityInMemory isolates the sidecar's own identity work: a
 // tools/call whose request headers carry the 12-claim JWT payload of table
 // 10, through a processor without extproc.identity ("today") and one with
-// the table's jwt_metadata source ("identity"), in memory (no gRPC: no
-// encoding or decoding of the metadata). No plugin is called.
+// the table's jwt_metadata source ("identity"), in memory (no gRPC), the
+// request headers as the sidecar's codec decodes them (so the metadata is
+// read as in the sidecar). No plugin is called.
 //
 //	go test -run '^$' -bench IdentityInMemory -benchmem ./internal/bench
 func BenchmarkIdentityInMemory(b *testing.B) {
@@ -573,6 +576,7 @@ func BenchmarkIdentityInMemory(b *testing.B) {
 	}
 	p := Prepare(benchExchanges(b)["tools-call"])
 	p.reqHeaders.MetadataContext = md
+	p.reqHeaders = throughCodec(b, p.reqHeaders)
 	for _, tg := range []struct{ name, yaml string }{{"today", yaml}, {"identity", yaml + identityConfig}} {
 		proc, err := NewProcessor(context.Background(), tg.yaml, false)
 		if err != nil {
@@ -581,6 +585,19 @@ func BenchmarkIdentityInMemory(b *testing.B) {
 		b.Cleanup(func() { proc.Close() })
 		b.Run(tg.name, func(b *testing.B) { benchDo(b, Pipe(proc), p) })
 	}
+}
+
+// throughCodec is m as the sidecar's gRPC codec hands it to the processor.
+func throughCodec(b testing.TB, m *extprocv3.ProcessingRequest) *extprocv3.ProcessingRequest {
+	enc, err := proto.Marshal(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := &extprocv3.ProcessingRequest{}
+	if err := processor.NewCodec().Unmarshal(mem.BufferSlice{mem.SliceBuffer(enc)}, out); err != nil {
+		b.Fatal(err)
+	}
+	return out
 }
 
 // BenchmarkRulesInMemory isolates what the 20 rules of table 11 cost the

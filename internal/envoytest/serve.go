@@ -13,12 +13,13 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 )
 
-// Serve runs srv on a loopback gRPC server for the duration of the test and
-// returns a client of it. Cleanup stops the server, cancelling open streams,
-// and waits for its handlers to return.
-func Serve(t testing.TB, srv extprocv3.ExternalProcessorServer) extprocv3.ExternalProcessorClient {
+// Serve runs srv on a loopback gRPC server (with opts, such as the
+// sidecar's codec) for the duration of the test and returns a client of it.
+// Cleanup stops the server, cancelling open streams, and waits for its
+// handlers to return.
+func Serve(t testing.TB, srv extprocv3.ExternalProcessorServer, opts ...grpc.ServerOption) extprocv3.ExternalProcessorClient {
 	t.Helper()
-	client, stop, err := Listen(context.Background(), srv)
+	client, stop, err := Listen(context.Background(), srv, opts...)
 	if err != nil {
 		t.Fatalf("envoytest.Serve: %v", err)
 	}
@@ -26,17 +27,17 @@ func Serve(t testing.TB, srv extprocv3.ExternalProcessorServer) extprocv3.Extern
 	return client
 }
 
-// Listen runs srv on a gRPC server listening on 127.0.0.1 (a free port) and
-// returns a client of it. stop closes the client, stops the server (cancelling
+// Listen runs srv on a gRPC server with opts listening on 127.0.0.1 (a free
+// port) and returns a client of it. stop closes the client, stops the server (cancelling
 // open streams) and waits for its goroutines and handlers; it may be called
 // more than once.
-func Listen(ctx context.Context, srv extprocv3.ExternalProcessorServer) (client extprocv3.ExternalProcessorClient, stop func(), err error) {
+func Listen(ctx context.Context, srv extprocv3.ExternalProcessorServer, opts ...grpc.ServerOption) (client extprocv3.ExternalProcessorClient, stop func(), err error) {
 	var lc net.ListenConfig
 	lis, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, nil, fmt.Errorf("listen: %w", err)
 	}
-	gs := grpc.NewServer(grpc.WaitForHandlers(true))
+	gs := grpc.NewServer(append([]grpc.ServerOption{grpc.WaitForHandlers(true)}, opts...)...)
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
 	served := make(chan struct{})
 	go func() {

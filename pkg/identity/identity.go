@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
 // Bounds on what a source may yield.
@@ -58,10 +59,10 @@ type Identity struct {
 	Teams  []string
 	// IsAdmin is what a resolve hook said (is_admin); no other source sets it.
 	IsAdmin bool
-	// Claims is the verified JWT payload the identity came from (SourceJWT
-	// only; nil otherwise). Rules read it as identity.claims; it is never
-	// copied into the plugin context.
-	Claims *structpb.Struct
+	// Claims is the verified JWT payload the identity came from, encoded
+	// (SourceJWT only; nil otherwise). Rules read it as identity.claims,
+	// decoded when a rule does; it is never copied into the plugin context.
+	Claims structwire.Struct
 }
 
 // Verified reports whether id comes from what Envoy verified (a JWT, the
@@ -71,8 +72,8 @@ func (id *Identity) Verified() bool { return id.Source == SourceJWT || id.Source
 // Request is what Envoy sent with the request headers. Any field may be
 // nil.
 type Request struct {
-	// Metadata is metadata_context.filter_metadata: namespace → Struct.
-	Metadata map[string]*structpb.Struct
+	// Metadata is metadata_context, encoded and checked (structwire.Parse).
+	Metadata structwire.Metadata
 	// Attributes is attributes[AttributesKey]: attribute name → value.
 	Attributes *structpb.Struct
 	// Header returns a request header's value (lower-case name) and
@@ -83,8 +84,9 @@ type Request struct {
 // Resolver resolves identities for one configuration. Safe for concurrent
 // use.
 type Resolver struct {
-	sources []source
-	headers []string
+	sources  []source
+	headers  []string
+	metadata bool // a source reads Request.Metadata
 }
 
 type source interface {
@@ -104,8 +106,11 @@ func New(id *config.Identity) (*Resolver, error) {
 			return nil, fmt.Errorf("extproc.identity.sources[%d]: %w", i, err)
 		}
 		r.sources = append(r.sources, s)
-		if h, ok := s.(*headerSource); ok {
-			r.headers = append(r.headers, h.names()...)
+		switch s := s.(type) {
+		case *headerSource:
+			r.headers = append(r.headers, s.names()...)
+		case *jwtSource:
+			r.metadata = true
 		}
 	}
 	return r, nil
@@ -129,6 +134,10 @@ func compile(s *config.IdentitySource) (source, error) {
 // Headers lists the request headers the header sources read, so a caller
 // can tell them apart from headers it forwards.
 func (r *Resolver) Headers() []string { return r.headers }
+
+// ReadsMetadata reports whether a source reads Envoy's forwarded metadata
+// (Request.Metadata); false for a nil r.
+func (r *Resolver) ReadsMetadata() bool { return r != nil && r.metadata }
 
 // Resolve returns the identity of the first source that yields one.
 func (r *Resolver) Resolve(req *Request) (Identity, bool) {

@@ -6,10 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
 func mustStruct(t *testing.T, js string) *structpb.Struct {
@@ -42,7 +45,22 @@ func resolver(t *testing.T, yaml string) *Resolver {
 // jwtRequest puts payload (JSON) where jwt_authn puts it.
 func jwtRequest(t *testing.T, key, payload string) *Request {
 	ns := &structpb.Struct{Fields: map[string]*structpb.Value{key: structpb.NewStructValue(mustStruct(t, payload))}}
-	return &Request{Metadata: map[string]*structpb.Struct{config.DefaultJWTNamespace: ns}}
+	return &Request{Metadata: encodeMetadata(t, map[string]*structpb.Struct{config.DefaultJWTNamespace: ns})}
+}
+
+// encodeMetadata is namespaces as Envoy sends them and the codec leaves
+// them: encoded.
+func encodeMetadata(t *testing.T, namespaces map[string]*structpb.Struct) structwire.Metadata {
+	t.Helper()
+	b, err := proto.Marshal(&corev3.Metadata{FilterMetadata: namespaces})
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := structwire.Parse(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
 }
 
 func TestJWTClaims(t *testing.T) {
@@ -76,6 +94,13 @@ func TestJWTClaims(t *testing.T) {
 			got, ok := r.Resolve(jwtRequest(t, tc.key, tc.payload))
 			if ok != tc.ok || !equal(got, tc.want) {
 				t.Errorf("Resolve = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+			if !ok {
+				return
+			}
+			claims, err := got.Claims.Decode()
+			if err != nil || !proto.Equal(claims, mustStruct(t, tc.payload)) {
+				t.Errorf("Claims = %v, %v; want the payload %s", claims, err, tc.payload)
 			}
 		})
 	}

@@ -3,9 +3,8 @@ package identity
 import (
 	"strconv"
 
-	"google.golang.org/protobuf/types/known/structpb"
-
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
 // jwtSource reads a verified JWT payload from dynamic metadata.
@@ -36,12 +35,12 @@ func newJWTSource(j *config.JWTMetadataSource) (*jwtSource, error) {
 }
 
 func (s *jwtSource) resolve(r *Request) (Identity, bool) {
-	ns := r.Metadata[s.namespace]
-	if ns == nil {
+	ns, ok := r.Metadata.Namespace(s.namespace)
+	if !ok {
 		return Identity{}, false
 	}
-	payload := ns.GetFields()[s.key].GetStructValue()
-	if payload == nil {
+	payload, ok := ns.Field(s.key).Struct()
+	if !ok {
 		return Identity{}, false
 	}
 	id := Identity{Source: SourceJWT}
@@ -58,50 +57,35 @@ func (s *jwtSource) resolve(r *Request) (Identity, bool) {
 	return id, true
 }
 
-// Claim returns the value at path in payload, or nil.
-func Claim(payload *structpb.Struct, path []string) *structpb.Value {
-	if len(path) == 0 {
-		return nil
-	}
-	v := payload.GetFields()[path[0]]
-	for _, name := range path[1:] {
-		v = v.GetStructValue().GetFields()[name]
-	}
-	return v
-}
-
 // claimString returns a string claim, or a whole number as its decimal
 // form (numeric subject ids exist); "" for anything else.
-func claimString(payload *structpb.Struct, path []string) string {
-	switch v := Claim(payload, path).GetKind().(type) {
-	case *structpb.Value_StringValue:
-		return v.StringValue
-	case *structpb.Value_NumberValue:
-		if f := v.NumberValue; f == float64(int64(f)) && f > -1<<53 && f < 1<<53 {
-			return strconv.FormatInt(int64(f), 10)
-		}
+func claimString(payload structwire.Struct, path []string) string {
+	v := payload.Path(path)
+	if s, ok := v.String(); ok {
+		return s
+	}
+	if f, ok := v.Number(); ok && f == float64(int64(f)) && f > -1<<53 && f < 1<<53 {
+		return strconv.FormatInt(int64(f), 10)
 	}
 	return ""
 }
 
 // claimStrings returns an array claim's strings (other items are skipped),
 // or a string claim as one item.
-func claimStrings(payload *structpb.Struct, path []string) []string {
-	switch v := Claim(payload, path).GetKind().(type) {
-	case *structpb.Value_StringValue:
-		return []string{v.StringValue}
-	case *structpb.Value_ListValue:
-		items := v.ListValue.GetValues()
-		if len(items) == 0 {
-			return nil
-		}
-		out := make([]string, 0, len(items))
-		for _, item := range items {
-			if s, ok := item.GetKind().(*structpb.Value_StringValue); ok {
-				out = append(out, s.StringValue)
-			}
-		}
-		return out
+func claimStrings(payload structwire.Struct, path []string) []string {
+	v := payload.Path(path)
+	if s, ok := v.String(); ok {
+		return []string{s}
 	}
-	return nil
+	items, _ := v.List()
+	if len(items) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(items))
+	for _, item := range items {
+		if s, ok := item.String(); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }

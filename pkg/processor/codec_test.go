@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
 func envoyContext(t testing.TB) (*corev3.Metadata, map[string]*structpb.Struct) {
@@ -24,10 +26,10 @@ func envoyContext(t testing.TB) (*corev3.Metadata, map[string]*structpb.Struct) 
 		map[string]*structpb.Struct{"envoy.filters.http.ext_proc": attrs}
 }
 
-// TestCodecKeepsEnvoyContextOnRequestHeaders: the request headers keep
-// metadata_context and attributes; every other message is decoded whole but
-// for them.
-func TestCodecKeepsEnvoyContextOnRequestHeaders(t *testing.T) {
+// TestCodecEnvoyContext: the request headers keep their attributes and
+// their metadata_context, the latter encoded for forwardedMetadata; every
+// other message is decoded whole but for both.
+func TestCodecEnvoyContext(t *testing.T) {
 	md, attrs := envoyContext(t)
 	headers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":path", RawValue: []byte("/mcp")}}}}},
@@ -36,12 +38,13 @@ func TestCodecKeepsEnvoyContextOnRequestHeaders(t *testing.T) {
 		Body: []byte(`{"jsonrpc":"2.0"}`), EndOfStream: true}}, MetadataContext: md, Attributes: attrs, ObservabilityMode: true}
 	c := NewCodec()
 	for _, tc := range []struct {
-		name string
-		in   *extprocv3.ProcessingRequest
-		want *extprocv3.ProcessingRequest
+		name     string
+		in       *extprocv3.ProcessingRequest
+		want     *extprocv3.ProcessingRequest // but for the unknown fields
+		metadata *corev3.Metadata
 	}{
-		{"request headers", headers, headers},
-		{"request body", body, &extprocv3.ProcessingRequest{Request: body.Request, ObservabilityMode: true}},
+		{"request headers", headers, &extprocv3.ProcessingRequest{Request: headers.Request, Attributes: attrs}, md},
+		{"request body", body, &extprocv3.ProcessingRequest{Request: body.Request, ObservabilityMode: true}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, err := proto.Marshal(tc.in)
@@ -52,8 +55,20 @@ func TestCodecKeepsEnvoyContextOnRequestHeaders(t *testing.T) {
 			if err := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got); err != nil {
 				t.Fatal(err)
 			}
+			fm, err := forwardedMetadata(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !metadataEqual(t, fm, tc.metadata) {
+				t.Errorf("forwarded metadata %x, want %v", []byte(fm), tc.metadata)
+			}
+			got.ProtoReflect().SetUnknown(nil)
 			if !proto.Equal(got, tc.want) {
 				t.Errorf("decoded %v, want %v", got, tc.want)
+			}
+			// Served without the codec, the same metadata reads the same.
+			if fm, err := forwardedMetadata(tc.in); tc.metadata != nil && (err != nil || !metadataEqual(t, fm, tc.metadata)) {
+				t.Errorf("forwarded metadata of a decoded message %x, %v", []byte(fm), err)
 			}
 		})
 	}
@@ -62,10 +77,26 @@ func TestCodecKeepsEnvoyContextOnRequestHeaders(t *testing.T) {
 	}
 }
 
+// metadataEqual reports whether the encoded fm decodes to want (nil: fm is
+// empty too).
+func metadataEqual(t testing.TB, fm structwire.Metadata, want *corev3.Metadata) bool {
+	t.Helper()
+	if want == nil {
+		return fm == nil
+	}
+	var got corev3.Metadata
+	if err := proto.Unmarshal(fm, &got); err != nil {
+		t.Fatal(err)
+	}
+	return proto.Equal(&got, want)
+}
+
 // FuzzCodec: whatever bytes arrive, the codec decodes what proto decodes
-// from the same bytes without the Envoy context of a message that has no
-// request headers, and fails exactly when that fails: the fields it leaves
-// out are not read, so their contents cannot fail it.
+// from the same bytes without the fields it leaves out (metadata_context
+// always, attributes but of a message with request headers), and fails
+// exactly when that fails: the fields it leaves out are not read, so their
+// contents cannot fail it. What it keeps of metadata_context decodes as
+// proto decodes it from the whole message.
 func FuzzCodec(f *testing.F) {
 	md, attrs := envoyContext(f)
 	for _, m := range []*extprocv3.ProcessingRequest{
@@ -87,32 +118,72 @@ func FuzzCodec(f *testing.F) {
 		if (werr == nil) != (gerr == nil) {
 			t.Fatalf("proto: %v, codec: %v", werr, gerr)
 		}
-		if werr == nil && !proto.Equal(got, want) {
+		if werr != nil {
+			return
+		}
+		fm, ferr := forwardedMetadata(got)
+		whole := &extprocv3.ProcessingRequest{}
+		if proto.Unmarshal(b, whole) == nil && hasField(b, fieldRequestHeaders) {
+			if ferr != nil {
+				t.Fatalf("proto decodes the message, forwardedMetadata fails: %v", ferr)
+			}
+			for name := range whole.GetMetadataContext().GetFilterMetadata() {
+				if _, ok := fm.Namespace(name); !ok {
+					t.Fatalf("namespace %q missing", name)
+				}
+			}
+		}
+		got.ProtoReflect().SetUnknown(withoutField(got.ProtoReflect().GetUnknown(), fieldMetadataContext))
+		if !proto.Equal(got, want) {
 			t.Fatalf("codec decoded %v, proto %v", got, want)
 		}
 	})
 }
 
-// stripped is b without fields 8 and 9 when it parses as fields and has no
-// field 2; else b.
+// stripped is b without field 8, and without field 9 when it has no field
+// 2, when it parses as fields; else b.
 func stripped(b []byte) []byte {
-	var out []byte
-	for rest := b; len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		if n < 0 {
-			return b
-		}
-		m := protowire.ConsumeFieldValue(num, typ, rest[n:])
-		if m < 0 {
-			return b
-		}
-		if num == 2 {
-			return b
-		}
-		if num != 8 && num != 9 {
-			out = append(out, rest[:n+m]...)
-		}
-		rest = rest[n+m:]
+	if !parses(b) {
+		return b
+	}
+	out := withoutField(b, fieldMetadataContext)
+	if !hasField(b, fieldRequestHeaders) {
+		out = withoutField(out, fieldAttributes)
 	}
 	return out
+}
+
+// parses reports whether b is a sequence of fields.
+func parses(b []byte) bool {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return false
+		}
+		m := protowire.ConsumeFieldValue(num, typ, b[n:])
+		if m < 0 {
+			return false
+		}
+		b = b[n+m:]
+	}
+	return true
+}
+
+// withoutField is the fields of b (which parses) but those numbered num.
+func withoutField(b []byte, num protowire.Number) []byte {
+	var out []byte
+	for len(b) > 0 {
+		n0, typ, n := protowire.ConsumeTag(b)
+		m := protowire.ConsumeFieldValue(n0, typ, b[n:])
+		if n0 != num {
+			out = append(out, b[:n+m]...)
+		}
+		b = b[n+m:]
+	}
+	return out
+}
+
+// hasField reports whether b (which parses) has a field numbered num.
+func hasField(b []byte, num protowire.Number) bool {
+	return len(withoutField(b, num)) != len(b)
 }

@@ -83,7 +83,7 @@ func newGateway(t *testing.T, opTimeout time.Duration) *gateway {
 		snapshot = o.Snapshot
 	}}, words)
 	second := processor.New(processor.Options{Snapshot: snapshot, WithHeaders: pluginclient.WithHeaders, Attribution: g.stores[1]})
-	g.h.filter.Clients = []extprocv3.ExternalProcessorClient{g.h.filter.Client, envoytest.Serve(t, second)}
+	g.h.filter.Clients = []extprocv3.ExternalProcessorClient{g.h.filter.Client, serve(t, second)}
 	return g
 }
 

@@ -17,6 +17,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"go.uber.org/goleak"
+	"google.golang.org/grpc"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
@@ -136,7 +137,7 @@ func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...plu
 		server: srv,
 		pool:   pool,
 		filter: envoytest.Filter{
-			Client:            envoytest.Serve(t, proc),
+			Client:            serve(t, proc),
 			AllowModeOverride: true,
 			MessageTimeout:    messageTimeout,
 			// As the shipped Envoy config (envoy/envoy.yaml): a mutation
@@ -352,4 +353,11 @@ func jsonEqual(t *testing.T, a, b []byte) bool {
 	ja, _ := json.Marshal(va)
 	jb, _ := json.Marshal(vb)
 	return bytes.Equal(ja, jb)
+}
+
+// serve runs srv over gRPC as the sidecar does: with its codec, which
+// leaves the forwarded metadata encoded for the processor.
+func serve(t testing.TB, srv extprocv3.ExternalProcessorServer) extprocv3.ExternalProcessorClient {
+	t.Helper()
+	return envoytest.Serve(t, srv, grpc.ForceServerCodecV2(processor.NewCodec()))
 }

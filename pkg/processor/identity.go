@@ -2,6 +2,7 @@ package processor
 
 import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 )
@@ -16,10 +17,20 @@ import (
 // legacy header settings apply (readConfiguredHeader).
 
 // requestHeadersMessage answers a request_headers message; the rest of the
-// message (metadata, attributes) is readable during the call only.
+// message (metadata, attributes) is readable during the call only. The
+// forwarded metadata is checked once, when the configuration reads it (an
+// identity source, Envoy's MCP filter); metadata that does not decode is
+// none, and said so in the log.
 func (st *stream) requestHeadersMessage(r *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	st.envoyContext = r
-	defer func() { st.envoyContext = nil }()
+	defer func() { st.envoyContext, st.metadata = nil, nil }()
+	if st.snap.Identity.ReadsMetadata() || st.snap.Settings.MCPFilterMetadata() != "" {
+		md, err := forwardedMetadata(r)
+		if err != nil {
+			st.logger().Warn().Err(err).Msg("Envoy's forwarded metadata does not decode: read as none")
+		}
+		st.metadata = md
+	}
 	return st.requestHeaders(r.GetRequestHeaders())
 }
 
@@ -38,6 +49,7 @@ func (st *stream) setCaller(id identity.Identity, ok bool) {
 	case ok:
 		id.Apply(&st.global)
 		st.caller = &id
+		st.claims = nil
 	case st.snap.Identity != nil:
 		st.global.User, st.global.UserContext, st.global.TenantID = nil, nil, ""
 	}
@@ -59,10 +71,24 @@ func singleHeader(h *extprocv3.HttpHeaders, name string) (string, bool) {
 // identityRequest is what the identity sources read from this request.
 func (st *stream) identityRequest(h *extprocv3.HttpHeaders) *identity.Request {
 	return &identity.Request{
-		Metadata:   st.envoyContext.GetMetadataContext().GetFilterMetadata(),
+		Metadata:   st.metadata,
 		Attributes: st.envoyContext.GetAttributes()[identity.AttributesKey],
 		Header: func(name string) (string, bool) {
 			return singleHeader(h, name)
 		},
 	}
+}
+
+// callerClaims is the caller's verified JWT payload, decoded the first time
+// a rule reads identity.claims (rules.Input.Claims); nil without one.
+func (st *stream) callerClaims() *structpb.Struct {
+	if st.claims == nil && st.caller != nil && st.caller.Claims != nil {
+		c, err := st.caller.Claims.Decode()
+		if err != nil { // checked by structwire.Parse: cannot happen
+			st.logger().Warn().Err(err).Msg("the caller's JWT payload does not decode")
+			c = &structpb.Struct{}
+		}
+		st.claims = c
+	}
+	return st.claims
 }

@@ -30,11 +30,11 @@ func (st *stream) mcpFilterMethod() {
 	if ns == "" {
 		return
 	}
-	f := st.envoyContext.GetMetadataContext().GetFilterMetadata()[ns].GetFields()
-	if !f["is_mcp_request"].GetBoolValue() {
+	f, _ := st.metadata.Namespace(ns)
+	if mcp, _ := f.Field("is_mcp_request").Bool(); !mcp {
 		return
 	}
-	st.envoyMethod = f["method"].GetStringValue()
+	st.envoyMethod, _ = f.Field("method").String()
 }
 
 // checkMCPFilterMethod refuses a body that is not one message of the

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -123,10 +124,19 @@ func TestMCPFilterEndToEnd(t *testing.T) {
 		if res, err := callTool(t, dev, "echo", map[string]any{}); err != nil || res.IsError {
 			t.Fatalf("json %v: echo: %v %+v", jsonResponse, err, res)
 		}
-		mu.Lock()
-		if len(callMsgs) == 0 || callMsgs[len(callMsgs)-1] != 2 {
-			t.Errorf("json %v: ext_proc messages of the tools/call that reached the server: %v, want 2", jsonResponse, callMsgs)
+		// Observe runs before the proxy's handler returns, which may be
+		// after the client has read the whole answer.
+		var last []int
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			mu.Lock()
+			last = slices.Clone(callMsgs)
+			mu.Unlock()
+			if len(last) > 0 || time.Now().After(deadline) {
+				break
+			}
 		}
-		mu.Unlock()
+		if len(last) == 0 || last[len(last)-1] != 2 {
+			t.Errorf("json %v: ext_proc messages of the tools/call that reached the server: %v, want 2", jsonResponse, last)
+		}
 	}
 }

@@ -79,7 +79,10 @@ func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
 func (st *stream) ruleInput(method string) *rules.Input {
 	in := &rules.Input{Method: method, Path: st.path, ServerID: st.global.ServerID, Headers: st.ruleHeaders}
 	if id := st.caller; id != nil {
-		in.User, in.Tenant, in.Roles, in.Teams, in.Claims = id.User, id.Tenant, id.Roles, id.Teams, id.Claims
+		in.User, in.Tenant, in.Roles, in.Teams = id.User, id.Tenant, id.Roles, id.Teams
+		if id.Claims != nil {
+			in.Claims = st.callerClaims
+		}
 	}
 	return in
 }

@@ -10,6 +10,7 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -23,6 +24,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
+	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
 // phase is where a stream is in its life. It only moves forward:
@@ -87,8 +89,13 @@ type stream struct {
 	// when not known (mcpfilter.go).
 	envoyMethod string
 	// envoyContext is what Envoy sent beside the request headers: dynamic
-	// metadata and attributes, read by resolveIdentity (identity.go).
+	// metadata and attributes, read by resolveIdentity (identity.go);
+	// metadata is its metadata_context, checked, when the configuration
+	// reads it. Both are set during the request headers only.
 	envoyContext *extprocv3.ProcessingRequest
+	metadata     structwire.Metadata
+	// claims is the caller's JWT payload, once a rule has read it.
+	claims *structpb.Struct
 	// headerSets are the request headers http_pre_request set; httpRefusal
 	// its refusal of a POST, answered at the body (httphooks.go).
 	headerSets  map[string]string

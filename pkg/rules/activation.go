@@ -23,8 +23,10 @@ type Input struct {
 	Tenant    string   // identity.tenant
 	Roles     []string // identity.roles
 	Teams     []string // identity.teams
-	// Claims is the verified JWT payload (identity.claims); nil: none.
-	Claims *structpb.Struct
+	// Claims returns the verified JWT payload (identity.claims). It is
+	// called at most once, and only when a rule reads identity.claims; nil,
+	// or a nil result: none.
+	Claims func() *structpb.Struct
 	// Headers returns the request headers (request.headers), names in lower
 	// case, credentials already removed. It is called at most once, and only
 	// when a rule reads request.headers; nil: none.
@@ -105,7 +107,11 @@ func (a *activation) resolve(v int) ref.Val {
 		if in.Claims == nil {
 			return a.set.empty.object
 		}
-		return types.NewJSONStruct(adapter, in.Claims)
+		c := in.Claims()
+		if c == nil {
+			return a.set.empty.object
+		}
+		return types.NewJSONStruct(adapter, c)
 	case varHeaders:
 		if in.Headers == nil {
 			return a.set.empty.strings

@@ -27,13 +27,13 @@ func compile(t testing.TB, o Options, nameDeny ...string) *Set {
 	return s
 }
 
-func claims(t testing.TB, m map[string]any) *structpb.Struct {
+func claims(t testing.TB, m map[string]any) func() *structpb.Struct {
 	t.Helper()
 	s, err := structpb.NewStruct(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return s
+	return func() *structpb.Struct { return s }
 }
 
 // full is an Input with every variable set.
