@@ -561,29 +561,35 @@ func BenchmarkOnePluginInMemory(b *testing.B) {
 
 // BenchmarkIdentityInMemory isolates the sidecar's own identity work: a
 // tools/call whose request headers carry the 12-claim JWT payload of table
-// 10, through a processor without extproc.identity ("today") and one with
-// the table's jwt_metadata source ("identity"), in memory (no gRPC), the
-// request headers as the sidecar's codec decodes them (so the metadata is
+// 10, through a processor without extproc.identity ("today"), one with the
+// table's jwt_metadata source ("identity") and one reading the same caller
+// from headers Envoy set ("envoy-headers"), in memory (no gRPC), the
+// request messages as the sidecar's codec decodes them (so the metadata is
 // read as in the sidecar). No plugin is called.
 //
 //	go test -run '^$' -bench IdentityInMemory -benchmem ./internal/bench
 func BenchmarkIdentityInMemory(b *testing.B) {
 	yaml := SidecarConfig(0, PluginSpec{Name: "Guard", URL: "http://127.0.0.1:9/mcp",
 		Hooks: []cpex.HookType{cpex.ToolPreInvoke}, Tools: []string{"other"}})
-	md, err := jwtMetadata()
+	calls, err := identityCalls()
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := Prepare(benchExchanges(b)["tools-call"])
-	p.reqHeaders.MetadataContext = md
-	p.reqHeaders = throughCodec(b, p.reqHeaders)
-	for _, tg := range []struct{ name, yaml string }{{"today", yaml}, {"identity", yaml + identityConfig}} {
+	for _, p := range []*Prepared{calls.today, calls.jwt, calls.envoyHeaders} {
+		for _, m := range []**extprocv3.ProcessingRequest{&p.reqHeaders, &p.reqBody} {
+			*m = throughCodec(b, *m)
+		}
+	}
+	for _, tg := range []struct {
+		name, yaml string
+		p          *Prepared
+	}{{"today", yaml, calls.today}, {"envoy-headers", yaml + envoyHeadersConfig, calls.envoyHeaders}, {"identity", yaml + identityConfig, calls.jwt}} {
 		proc, err := NewProcessor(context.Background(), tg.yaml, false)
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { proc.Close() })
-		b.Run(tg.name, func(b *testing.B) { benchDo(b, Pipe(proc), p) })
+		b.Run(tg.name, func(b *testing.B) { benchDo(b, Pipe(proc), tg.p) })
 	}
 }
 
@@ -658,10 +664,11 @@ func serveCodec(b *testing.B, srv extprocv3.ExternalProcessorServer) extprocv3.E
 
 // BenchmarkIdentityGRPC is table 10's comparison, one processor at a time:
 // a tools/call with the policy plugin called, over gRPC on loopback with the
-// sidecar's codec (so the forwarded JWT payload is decoded as in the
+// sidecar's codec (so the forwarded JWT payload is read as in the
 // sidecar), for "none" (no identity, no metadata), "headers" (the legacy
-// user_header/tenant_header, believed) and "jwt" (extproc.identity from the
-// 12-claim payload Envoy forwards on every message), the last two under the
+// user_header/tenant_header, believed), "envoy-headers" (the JWT's caller
+// from headers Envoy set) and "jwt" (extproc.identity from the 12-claim
+// payload Envoy forwards on every message), the last three under the
 // plugin condition tenant_ids [acme]. Run it with -count 6 and compare the
 // medians: one process per target, no instance sharing the machine with
 // another, unlike make bench.
@@ -679,24 +686,19 @@ func BenchmarkIdentityGRPC(b *testing.B) {
 	b.Cleanup(func() { ps.Close() })
 	base := SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}})
 	withTenant := strings.Replace(base, "    mcp:", "    conditions: [{tenant_ids: [acme]}]\n    mcp:", 1)
-	md, err := jwtMetadata()
+	calls, err := identityCalls()
 	if err != nil {
 		b.Fatal(err)
 	}
-	call := func(extra ...Header) *Prepared {
-		x, err := ToolsCall()
-		if err != nil {
-			b.Fatal(err)
-		}
-		x.RequestHeaders = append(x.RequestHeaders, extra...)
-		return Prepare(x)
-	}
-	p0, ph, pj := call(), call(Header{"x-tenant-id", "acme"}, Header{"x-user", "alice@acme.example"}), call()
-	pj.forwardMetadata(md)
 	for _, tg := range []struct {
 		name, yaml string
 		p          *Prepared
-	}{{"none", base, p0}, {"headers", withTenant + "  user_header: x-user\n  tenant_header: x-tenant-id\n", ph}, {"jwt", withTenant + identityConfig, pj}} {
+	}{
+		{"none", base, calls.today},
+		{"headers", withTenant + "  user_header: x-user\n  tenant_header: x-tenant-id\n", calls.legacy},
+		{"envoy-headers", withTenant + envoyHeadersConfig, calls.envoyHeaders},
+		{"jwt", withTenant + identityConfig, calls.jwt},
+	} {
 		proc, err := NewProcessor(context.Background(), tg.yaml, true)
 		if err != nil {
 			b.Fatal(err)

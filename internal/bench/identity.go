@@ -24,11 +24,22 @@ const identityConfig = `  identity:
           claims: {tenant: tenant, roles: realm_access.roles, teams: groups, name: name}
 `
 
+// envoyHeadersConfig is the identity block of the sidecar that reads the
+// same caller from headers Envoy sets (jwt_authn claim_to_headers after
+// removing the client's copies).
+const envoyHeadersConfig = `  identity:
+    sources:
+      - headers: {set_by_envoy: true, user: x-user, email: x-user-email, name: x-user-name, tenant: x-tenant-id, roles: x-user-roles, teams: x-user-teams}
+`
+
 // identityScenario: tools/call echo with one enforcing plugin, the caller
 // identified from a verified JWT payload that Envoy forwards on the
 // request-headers message (as jwt_authn's payload_in_metadata with
 // metadata_options), vs the same call today (no identity configured, no
-// metadata sent). Both sidecars call the same plugin server.
+// metadata sent), vs the same caller from headers Envoy set (the same
+// identity in the plugin context, so the same plugin work), and vs
+// today's believed identity headers. All sidecars call the same plugin
+// server.
 func (r *runner) identityScenario(ctx context.Context) (err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
@@ -42,15 +53,17 @@ func (r *runner) identityScenario(ctx context.Context) (err error) {
 	// Today's identity: the legacy headers, which the client sends (and
 	// Envoy does not verify), under the same conditions.
 	legacyConfig := withTenant + "  user_header: x-user\n  tenant_header: x-tenant-id\n"
-	// Each target runs on two sidecars started in mirrored order (today,
-	// identity, headers, headers, identity, today): in one process, which
-	// instance serves a target moved its ratio by 5 % (docs/benchmarks.md).
-	var sc [6]*Endpoint
+	// Each target runs on two sidecars started in mirrored order: in one
+	// process, which instance serves a target moved its ratio by 5 %
+	// (docs/benchmarks.md).
+	var sc [8]*Endpoint
 	sc[0] = today
 	for i, c := range []struct{ name, yaml string }{
 		{"sidecar (identity from metadata)", withTenant + identityConfig},
+		{"sidecar (identity from Envoy-set headers)", withTenant + envoyHeadersConfig},
 		{"sidecar (identity from headers)", legacyConfig},
 		{"sidecar (identity from headers, 2)", legacyConfig},
+		{"sidecar (identity from Envoy-set headers, 2)", withTenant + envoyHeadersConfig},
 		{"sidecar (identity from metadata, 2)", withTenant + identityConfig},
 		{"sidecar 2", base},
 	} {
@@ -59,70 +72,96 @@ func (r *runner) identityScenario(ctx context.Context) (err error) {
 		}
 		cl.add(sc[i+1])
 	}
-	ident, legacy := sc[1], sc[2]
-	xh, err := ToolsCall()
+	calls, err := identityCalls()
 	if err != nil {
 		return err
 	}
-	xh.RequestHeaders = append(xh.RequestHeaders, Header{"x-tenant-id", "acme"}, Header{"x-user", "alice@acme.example"})
-	ph := Prepare(xh)
-	okh := untouched(ph)
-	if err := callsOnce(ctx, &Driver{}, legacy, ph, okh, ps.calls.Load); err != nil {
-		return err
-	}
-	p, ok, err := preparedToolsCall()
-	if err != nil {
-		return err
-	}
-	pj, okj, err := preparedToolsCall()
-	if err != nil {
-		return err
-	}
-	md, err := jwtMetadata()
-	if err != nil {
-		return err
-	}
-	pj.forwardMetadata(md)
 	d := &Driver{}
-	msgs, err := messages(ctx, d, pj, nil, ident)
+	for _, c := range []struct {
+		ep *Endpoint
+		p  *Prepared
+	}{{sc[3], calls.legacy}, {sc[2], calls.envoyHeaders}, {sc[1], calls.jwt}} {
+		if err := callsOnce(ctx, d, c.ep, c.p, untouched(c.p), ps.calls.Load); err != nil {
+			return err
+		}
+	}
+	msgs, err := messages(ctx, d, calls.jwt, nil, sc[1])
 	if err != nil {
 		return err
 	}
-	msgsToday, err := messages(ctx, d, p, nil, today)
+	msgsToday, err := messages(ctx, d, calls.today, nil, today)
 	if err != nil {
 		return err
 	}
 	msgs = append(msgs, msgsToday...)
-	if err := callsOnce(ctx, d, ident, pj, okj, ps.calls.Load); err != nil {
-		return err
-	}
-	// today+metadata: the same metadata sent to today's sidecar, which
-	// ignores it: what Envoy's forwarding costs the transport, apart from
-	// what the sidecar does with it.
-	// Targets 0-3 on the first instances, 4-7 the same on the second.
+	// Per instance set: 0 identity from metadata, 1 today, 2 today sent the
+	// same metadata (which it ignores: what forwarding costs the
+	// transport), 3 today's believed headers, 4 Envoy-set headers.
+	const pairs = 5
 	var ops []Op
-	for _, ep := range [][3]*Endpoint{{sc[1], sc[0], sc[2]}, {sc[4], sc[5], sc[3]}} {
-		ops = append(ops, exchangeOp(d, ep[0], pj, okj), exchangeOp(d, ep[1], p, ok), exchangeOp(d, ep[1], pj, okj), exchangeOp(d, ep[2], ph, okh))
+	for _, ep := range [][4]*Endpoint{{sc[1], sc[0], sc[3], sc[2]}, {sc[6], sc[7], sc[4], sc[5]}} {
+		ops = append(ops, exchangeOp(d, ep[0], calls.jwt, untouched(calls.jwt)), exchangeOp(d, ep[1], calls.today, untouched(calls.today)),
+			exchangeOp(d, ep[1], calls.jwt, untouched(calls.jwt)), exchangeOp(d, ep[2], calls.legacy, untouched(calls.legacy)),
+			exchangeOp(d, ep[3], calls.envoyHeaders, untouched(calls.envoyHeaders)))
 	}
 	cmp, err := Compare(ctx, r.fine, ops...)
 	if err != nil {
 		return err
 	}
 	r.rep.Checks = append(r.rep.Checks,
-		Check{Name: "identity from metadata p50 / today's tool call (no identity)", Ratio: cmp.RatioOfPairs(0, 4, 1, 5, MetricP50), Target: IdentityTarget},
-		Check{Name: "identity from metadata p50 / today's tool call with header identity", Ratio: cmp.RatioOfPairs(0, 4, 3, 7, MetricP50), Target: IdentityTarget})
-	resolve, err := r.resolveHookRow(ctx, &cl, ps.URL, today)
+		Check{Name: "identity from metadata p50 / the same caller from Envoy-set headers (what reading the JWT adds)", Ratio: cmp.RatioOfPairs(0, pairs, 4, 4+pairs, MetricP50), Target: IdentityTarget},
+		Check{Name: "identity from metadata p50 / today's tool call (no identity)", Ratio: cmp.RatioOfPairs(0, pairs, 1, 1+pairs, MetricP50), Target: IdentityTarget})
+	resolve, err := r.resolveHookRows(ctx, &cl, ps.URL, today)
 	if err != nil {
 		return fmt.Errorf("resolve hook: %w", err)
 	}
 	ms := fmt.Sprintf("%d/%d", msgs[0], msgs[1])
-	r.identityTable([]identityRow{
-		{name: "identity from metadata", cmp: cmp, a: 0, b: 1, pairs: 4, msgs: ms},
-		{name: "identity from metadata, vs today's sidecar sent the same metadata", cmp: cmp, a: 0, b: 2, pairs: 4, msgs: ms},
-		{name: "identity from metadata, vs today's identity from headers (x-user, x-tenant-id)", cmp: cmp, a: 0, b: 3, pairs: 4, msgs: ms},
-		resolve,
-	})
+	r.identityTable(append([]identityRow{
+		{name: "identity from metadata", cmp: cmp, a: 0, b: 1, pairs: pairs, msgs: ms},
+		{name: "identity from metadata, vs the same caller from headers Envoy set", cmp: cmp, a: 0, b: 4, pairs: pairs, msgs: ms},
+		{name: "identity from Envoy-set headers, vs today (what the plugins' larger context costs)", cmp: cmp, a: 4, b: 1, pairs: pairs, msgs: ms},
+		{name: "identity from metadata, vs today's sidecar sent the same metadata", cmp: cmp, a: 0, b: 2, pairs: pairs, msgs: ms},
+		{name: "identity from metadata, vs today's identity from headers (x-user, x-tenant-id)", cmp: cmp, a: 0, b: 3, pairs: pairs, msgs: ms},
+	}, resolve...))
 	return nil
+}
+
+// identityRequests are the tool calls of the identity scenario.
+type identityRequests struct {
+	today        *Prepared // no identity
+	jwt          *Prepared // the JWT payload forwarded on every message
+	envoyHeaders *Prepared // the same caller in headers Envoy set
+	legacy       *Prepared // x-user and x-tenant-id, as a client sends them
+}
+
+func identityCalls() (*identityRequests, error) {
+	md, err := jwtMetadata()
+	if err != nil {
+		return nil, err
+	}
+	call := func(extra ...Header) (*Prepared, error) {
+		x, err := ToolsCall()
+		if err != nil {
+			return nil, err
+		}
+		x.RequestHeaders = append(x.RequestHeaders, extra...)
+		return Prepare(x), nil
+	}
+	var c identityRequests
+	if c.today, err = call(); err != nil {
+		return nil, err
+	}
+	if c.jwt, err = call(); err != nil {
+		return nil, err
+	}
+	c.jwt.forwardMetadata(md)
+	if c.legacy, err = call(Header{"x-tenant-id", "acme"}, Header{"x-user", "alice@acme.example"}); err != nil {
+		return nil, err
+	}
+	// jwtMetadata's claims, mapped as identityConfig maps them.
+	c.envoyHeaders, err = call(Header{"x-user", "5f0c7a52-3b8e-4d1e-9a7c-2f6d1e8b9c40"}, Header{"x-user-email", "alice@acme.example"},
+		Header{"x-user-name", "Alice Example"}, Header{"x-tenant-id", "acme"}, Header{"x-user-roles", "developer,tools-user"}, Header{"x-user-teams", "team-a"})
+	return &c, err
 }
 
 // jwtMetadata is what jwt_authn leaves for a verified token of a typical
@@ -164,10 +203,12 @@ func (r *runner) identityTable(rows []identityRow) {
 		Title:  "10. Identity: tools/call echo with one enforcing plugin, the caller from a verified JWT in Envoy's metadata, or from a resolve hook",
 		Header: []string{"row", "msgs", "sidecar p50", "p99", "baseline p50", "p99", "p50 / baseline", "p99 / baseline", "allocs/op sidecar", "baseline"},
 		Notes: []string{
-			"identity from metadata: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every ext_proc message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn, as Envoy forwards it; the sidecar decodes it on the request headers only. Baseline: today's tool call (no identity configured, no metadata sent); second row: today's sidecar sent the same metadata, which it ignores, so its ratio is the sidecar's own identity work and the gap between the two baselines is what forwarding the metadata costs the sidecar's transport (decoded by gRPC; the bench driver encodes each message once, as Envoy's share is not measured).",
-			"third row: today's way to give plugins an identity, extproc.user_header/tenant_header with the client sending x-user and x-tenant-id (believed, unverified), under the same tenant_ids condition: the plugins get a user and a tenant in both, so this ratio is what verifying the identity costs over trusting a header.",
-			"The identity, header and today's sidecars run twice each, started in mirrored order; the latencies shown are the first instances', the ratios those of the sums over both (RatioOfPairs).",
-			"resolve hook: a second plugin with http_auth_resolve_user answering a user, called at the request headers; baseline: today's tool call followed by the same invoke_hook made directly (one more plugin round trip, nothing else).",
+			"identity from metadata: extproc.identity with a jwt_metadata source and the plugin under conditions tenant_ids [acme] (so each call proves the identity reached the conditions); every ext_proc message carries the JWT payload (12 claims) under envoy.filters.http.jwt_authn, as Envoy forwards it; the sidecar reads the mapped claims from the request headers' message only. Baseline: today's tool call (no identity configured, no metadata sent).",
+			"the same caller from headers Envoy set: a headers source (set_by_envoy) given the JWT's claims as headers, under the same condition: the plugin is sent the same identity (user, user_context, tenant_id; auth_method envoy_header instead of jwt), so the second row is what reading the identity from the JWT adds, and the third what sending the plugins a caller costs (about 330 bytes more context per plugin call, read by the plugin server).",
+			"today's sidecar sent the same metadata, which it does not read: the gap to today is what forwarding the metadata costs the sidecar's transport (decoded by gRPC; the bench driver encodes each message once, as Envoy's share is not measured).",
+			"today's believed headers: extproc.user_header/tenant_header with the client sending x-user and x-tenant-id (unverified), under the same condition: the plugins get a user string and a tenant.",
+			"Each target runs on two sidecars started in mirrored order; the latencies shown are the first instances', the ratios those of the sums over both (RatioOfPairs).",
+			"resolve hook: a second plugin with http_auth_resolve_user answering a user, called at the request headers. Baseline (the check): a sidecar given that user in headers Envoy set (so its plugin gets the same identity) followed by the same invoke_hook made directly: one more plugin round trip, nothing else; second baseline: today's tool call (no caller) followed by it.",
 		},
 	}
 	for _, row := range rows {

@@ -87,6 +87,7 @@ type HeaderIdentitySource struct {
 	SetByEnvoy bool   `yaml:"set_by_envoy" json:"set_by_envoy"`
 	User       string `yaml:"user,omitempty" json:"user,omitempty"`
 	Email      string `yaml:"email,omitempty" json:"email,omitempty"`
+	Name       string `yaml:"name,omitempty" json:"name,omitempty"` // display name: user_context.full_name
 	Tenant     string `yaml:"tenant,omitempty" json:"tenant,omitempty"`
 	Roles      string `yaml:"roles,omitempty" json:"roles,omitempty"` // comma-separated
 	Teams      string `yaml:"teams,omitempty" json:"teams,omitempty"` // comma-separated
@@ -152,7 +153,7 @@ type headerField struct {
 }
 
 func (h *HeaderIdentitySource) fields() []headerField {
-	return []headerField{{"user", &h.User}, {"email", &h.Email}, {"tenant", &h.Tenant}, {"roles", &h.Roles}, {"teams", &h.Teams}}
+	return []headerField{{"user", &h.User}, {"email", &h.Email}, {"name", &h.Name}, {"tenant", &h.Tenant}, {"roles", &h.Roles}, {"teams", &h.Teams}}
 }
 
 // PeerAttributes are the request attributes a peer_certificate source may

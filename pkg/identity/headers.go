@@ -13,7 +13,7 @@ type headerSource struct {
 
 func (s *headerSource) names() []string {
 	var out []string
-	for _, n := range []string{s.cfg.User, s.cfg.Email, s.cfg.Tenant, s.cfg.Roles, s.cfg.Teams} {
+	for _, n := range []string{s.cfg.User, s.cfg.Email, s.cfg.Name, s.cfg.Tenant, s.cfg.Roles, s.cfg.Teams} {
 		if n != "" {
 			out = append(out, n)
 		}
@@ -41,6 +41,7 @@ func (s *headerSource) resolve(r *Request) (Identity, bool) {
 		return Identity{}, false
 	}
 	id.Email = get(s.cfg.Email)
+	id.Name = get(s.cfg.Name)
 	id.Roles = boundedList(splitList(get(s.cfg.Roles)))
 	id.Teams = boundedList(splitList(get(s.cfg.Teams)))
 	return id, true

@@ -158,9 +158,9 @@ func TestPeer(t *testing.T) {
 func TestOrderAndNoMixing(t *testing.T) {
 	r := resolver(t, `      - jwt_metadata: {key: p}
       - peer_certificate: {}
-      - headers: {set_by_envoy: true, user: x-user, tenant: x-tenant, roles: x-roles}
+      - headers: {set_by_envoy: true, user: x-user, tenant: x-tenant, roles: x-roles, name: x-user-name}
 `)
-	hdrs := map[string]string{"x-user": "mallory", "x-tenant": "victim", "x-roles": "admin, ops ,"}
+	hdrs := map[string]string{"x-user": "mallory", "x-tenant": "victim", "x-roles": "admin, ops ,", "x-user-name": "Mallory"}
 	header := func(n string) (string, bool) { v, ok := hdrs[n]; return v, ok }
 	req := jwtRequest(t, "p", `{"sub":"alice"}`)
 	req.Header = header
@@ -175,10 +175,10 @@ func TestOrderAndNoMixing(t *testing.T) {
 	}
 	req.Attributes = nil
 	got, _ = r.Resolve(req)
-	if got.User != "mallory" || got.Tenant != "victim" || !slices.Equal(got.Roles, []string{"admin", "ops"}) || got.Source != SourceHeaders {
+	if got.User != "mallory" || got.Tenant != "victim" || !slices.Equal(got.Roles, []string{"admin", "ops"}) || got.Name != "Mallory" || got.Source != SourceHeaders {
 		t.Errorf("headers last: %+v", got)
 	}
-	if !slices.Equal(r.Headers(), []string{"x-user", "x-tenant", "x-roles"}) {
+	if !slices.Equal(r.Headers(), []string{"x-user", "x-user-name", "x-tenant", "x-roles"}) {
 		t.Errorf("Headers() = %q", r.Headers())
 	}
 	req.Header = func(string) (string, bool) { return "", false }

@@ -316,14 +316,19 @@ func (it *fields) next() (field, bool) {
 		it.err = errors.New("field number out of range")
 		return field{}, false
 	}
-	m := protowire.ConsumeFieldValue(num, typ, it.b[n:])
+	f := field{num: num, typ: typ}
+	var m int
+	if typ == protowire.BytesType {
+		f.v, m = protowire.ConsumeBytes(it.b[n:])
+	} else {
+		m = protowire.ConsumeFieldValue(num, typ, it.b[n:])
+		if m >= 0 {
+			f.v = it.b[n : n+m]
+		}
+	}
 	if m < 0 {
 		it.err = protowire.ParseError(m)
 		return field{}, false
-	}
-	f := field{num: num, typ: typ, v: it.b[n : n+m]}
-	if typ == protowire.BytesType {
-		f.v, _ = protowire.ConsumeBytes(f.v)
 	}
 	it.b = it.b[n+m:]
 	return f, true
