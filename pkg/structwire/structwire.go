@@ -388,26 +388,34 @@ func entry(b []byte) (key, val []byte, hasVal bool, err error) {
 }
 
 // checkStruct checks that s reads as proto decodes it.
-func checkStruct(s []byte, depth int) error {
+func checkStruct(s []byte, depth int) error { return checkValues(s, true, depth) }
+
+// checkValues checks the Values of an encoded Struct (inEntries: each the
+// value of a map entry) or ListValue; both hold them in field 1.
+func checkValues(b []byte, inEntries bool, depth int) error {
 	if depth > maxDepth {
 		return errMerge
 	}
-	for it := (fields{b: s}); ; {
+	for it := (fields{b: b}); ; {
 		f, ok := it.next()
 		if !ok {
 			return it.err
 		}
-		if f.num != fieldStructFields {
+		if f.num != fieldStructFields { // = fieldListValues
 			continue
 		}
 		if f.typ != protowire.BytesType {
 			return errMerge
 		}
-		_, val, _, err := entry(f.v)
-		if err != nil {
-			return err
+		v := f.v
+		if inEntries {
+			_, val, _, err := entry(f.v)
+			if err != nil {
+				return err
+			}
+			v = val
 		}
-		if err := checkValue(val, depth+1); err != nil {
+		if err := checkValue(v, depth+1); err != nil {
 			return err
 		}
 	}
@@ -437,30 +445,9 @@ func checkValue(v []byte, depth int) error {
 		case KindStruct:
 			err = checkStruct(f.v, depth+1)
 		case KindList:
-			err = checkList(f.v, depth+1)
+			err = checkValues(f.v, false, depth+1)
 		}
 		if err != nil {
-			return err
-		}
-	}
-}
-
-func checkList(l []byte, depth int) error {
-	if depth > maxDepth {
-		return errMerge
-	}
-	for it := (fields{b: l}); ; {
-		f, ok := it.next()
-		if !ok {
-			return it.err
-		}
-		if f.num != fieldListValues {
-			continue
-		}
-		if f.typ != protowire.BytesType {
-			return errMerge
-		}
-		if err := checkValue(f.v, depth+1); err != nil {
 			return err
 		}
 	}
