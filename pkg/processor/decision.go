@@ -2,6 +2,7 @@ package processor
 
 import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -104,15 +105,25 @@ func (st *stream) withDecision(resp *extprocv3.ProcessingResponse) *extprocv3.Pr
 		return resp
 	}
 	st.decision.dirty = false
-	return &extprocv3.ProcessingResponse{
-		Response:               resp.Response,
-		ModeOverride:           resp.ModeOverride,
-		OverrideMessageTimeout: resp.OverrideMessageTimeout,
-		RequestDrain:           resp.RequestDrain,
-		DynamicMetadata: &structpb.Struct{Fields: map[string]*structpb.Value{
-			MetadataNamespace: structpb.NewStructValue(st.decision.metadata()),
-		}},
-	}
+	out := shallowCopy(resp)
+	out.DynamicMetadata = &structpb.Struct{Fields: map[string]*structpb.Value{
+		MetadataNamespace: structpb.NewStructValue(st.decision.metadata()),
+	}}
+	return out
+}
+
+// shallowCopy returns a ProcessingResponse holding every field of resp
+// (sharing its messages): a field Envoy's API adds is kept without being
+// listed here.
+func shallowCopy(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
+	out := &extprocv3.ProcessingResponse{}
+	dst := out.ProtoReflect()
+	resp.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		dst.Set(fd, v)
+		return true
+	})
+	dst.SetUnknown(resp.ProtoReflect().GetUnknown())
+	return out
 }
 
 // decideBody records the decision about a request body: the first refused
