@@ -187,3 +187,31 @@ func withoutField(b []byte, num protowire.Number) []byte {
 func hasField(b []byte, num protowire.Number) bool {
 	return len(withoutField(b, num)) != len(b)
 }
+
+// TestCodecBadMetadata: metadata protobuf would refuse (invalid UTF-8 in a
+// claim) does not fail the message, as it did when the codec decoded it;
+// forwardedMetadata says why, and the processor reads it as none.
+func TestCodecBadMetadata(t *testing.T) {
+	value := protowire.AppendString(protowire.AppendTag(nil, 3, protowire.BytesType), "\xff") // string_value
+	entry := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "sub")
+	entry = protowire.AppendBytes(protowire.AppendTag(entry, 2, protowire.BytesType), value)
+	payload := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), entry)
+	ns := protowire.AppendString(protowire.AppendTag(nil, 1, protowire.BytesType), "envoy.filters.http.jwt_authn")
+	ns = protowire.AppendBytes(protowire.AppendTag(ns, 2, protowire.BytesType), payload)
+	md := protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), ns)
+	b, err := proto.Marshal(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = protowire.AppendBytes(protowire.AppendTag(b, fieldMetadataContext, protowire.BytesType), md)
+	if proto.Unmarshal(b, &extprocv3.ProcessingRequest{}) == nil {
+		t.Fatal("the case is wrong: proto decodes it")
+	}
+	got := &extprocv3.ProcessingRequest{}
+	if err := unmarshalRequest(b, got); err != nil || got.GetRequestHeaders() == nil {
+		t.Fatalf("decoded %v, %v: want the request headers", got, err)
+	}
+	if fm, err := forwardedMetadata(got); err == nil {
+		t.Errorf("forwardedMetadata = %x, nil; want an error", []byte(fm))
+	}
+}
