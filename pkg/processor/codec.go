@@ -22,7 +22,7 @@ import (
 // decodes the attributes but leaves metadata_context encoded, among the
 // message's unknown fields: [forwardedMetadata] reads the few claims it
 // needs from there (package structwire), where decoding a 12-claim JWT
-// payload into a Struct would cost about 20 µs and 100 allocations per
+// payload into Structs would cost about 17 µs and 115 allocations per
 // request. Everything else is gRPC's proto codec, unchanged.
 
 // Field numbers of envoy.service.ext_proc.v3.ProcessingRequest.

@@ -2,8 +2,10 @@
 // namespaces of an envoy.config.core.v3.Metadata, from their protobuf
 // encoding, without decoding them into messages. What the sidecar reads of
 // a verified JWT payload (a few claims) then costs those strings, not a
-// Struct of every claim: decoding a 12-claim payload with protobuf takes
-// about 20 µs and 100 allocations, on every request.
+// Struct of every claim: checking a 12-claim payload and reading its
+// subject and roles takes about 5 µs and 4 allocations, where decoding it
+// with protobuf takes about 17 µs and 115 (BenchmarkRead), on every
+// request.
 //
 // Reads agree with what proto.Unmarshal would decode. [Parse] checks a
 // Metadata's encoding once, whole; an encoding that proto would merge (a
