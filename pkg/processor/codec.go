@@ -71,10 +71,10 @@ func unmarshalRequest(b []byte, m *extprocv3.ProcessingRequest) error {
 	merge := proto.UnmarshalOptions{Merge: true}
 	prev := 0
 	for _, s := range skip {
-		if err := merge.Unmarshal(b[prev:s[0]], m); err != nil {
+		if err := merge.Unmarshal(b[prev:s.start], m); err != nil {
 			return err
 		}
-		prev = s[1]
+		prev = s.end
 	}
 	if err := merge.Unmarshal(b[prev:], m); err != nil {
 		return err
@@ -83,7 +83,7 @@ func unmarshalRequest(b []byte, m *extprocv3.ProcessingRequest) error {
 		r := m.ProtoReflect()
 		unknown := r.GetUnknown()
 		for _, s := range skip {
-			unknown = append(unknown, b[s[0]:s[1]]...) // b is the transport's buffer: copied
+			unknown = append(unknown, b[s.start:s.end]...) // b is the transport's buffer: copied
 		}
 		r.SetUnknown(unknown)
 	}
@@ -91,11 +91,10 @@ func unmarshalRequest(b []byte, m *extprocv3.ProcessingRequest) error {
 }
 
 // envoyContextSpans returns the spans of the fields of b that
-// unmarshalRequest leaves out: metadata_context and attributes, or, when b
-// carries request headers, metadata_context only (kept then reports
-// true). It returns nil when b does not parse.
-func envoyContextSpans(b []byte) (skip [][2]int, kept bool) {
-	var meta, attrs [][2]int
+// unmarshalRequest leaves out, in order: metadata_context and attributes,
+// or, when b carries request headers, metadata_context only (kept then
+// reports true). It returns nil when b does not parse.
+func envoyContextSpans(b []byte) (skip []span, kept bool) {
 	for i := 0; i < len(b); {
 		num, typ, n := protowire.ConsumeTag(b[i:])
 		if n < 0 {
@@ -108,19 +107,21 @@ func envoyContextSpans(b []byte) (skip [][2]int, kept bool) {
 		switch num {
 		case fieldRequestHeaders:
 			kept = true
-		case fieldMetadataContext:
-			meta = append(meta, [2]int{i, i + n + m})
-		case fieldAttributes:
-			attrs = append(attrs, [2]int{i, i + n + m})
+		case fieldMetadataContext, fieldAttributes:
+			skip = append(skip, span{i, i + n + m, num})
 		}
 		i += n + m
 	}
 	if kept {
-		return meta, true
+		skip = slices.DeleteFunc(skip, func(s span) bool { return s.num == fieldAttributes })
 	}
-	skip = append(meta, attrs...)
-	slices.SortFunc(skip, func(x, y [2]int) int { return x[0] - y[0] })
-	return skip, false
+	return skip, kept
+}
+
+// span is where field num of an encoded message lies: b[start:end].
+type span struct {
+	start, end int
+	num        protowire.Number
 }
 
 // forwardedMetadata returns the metadata_context Envoy sent with r,
@@ -134,22 +135,9 @@ func forwardedMetadata(r *extprocv3.ProcessingRequest) (structwire.Metadata, err
 		}
 		return structwire.Parse(b)
 	}
-	var enc []byte
-	for rest := r.ProtoReflect().GetUnknown(); len(rest) > 0; {
-		num, typ, n := protowire.ConsumeTag(rest)
-		m := protowire.ConsumeFieldValue(num, typ, rest[max(n, 0):])
-		if n < 0 || m < 0 {
-			return nil, fmt.Errorf("unknown fields: %w", protowire.ParseError(min(n, m)))
-		}
-		if num == fieldMetadataContext && typ == protowire.BytesType {
-			v, _ := protowire.ConsumeBytes(rest[n:])
-			if enc == nil {
-				enc = v
-			} else {
-				enc = append(enc[:len(enc):len(enc)], v...) // a message given twice is merged: concatenated
-			}
-		}
-		rest = rest[n+m:]
+	enc, err := structwire.MessageField(r.ProtoReflect().GetUnknown(), fieldMetadataContext)
+	if err != nil {
+		return nil, fmt.Errorf("unknown fields: %w", err)
 	}
 	if enc == nil {
 		return nil, nil

@@ -13,8 +13,7 @@
 // another wire type, an unknown field inside a Value) is re-encoded the
 // way protobuf-go writes it before anything is read. Bytes proto would
 // refuse (truncated, invalid UTF-8) are an error. A [Struct] or [Value]
-// obtained from a parsed Metadata, or from [Canonical], reads without
-// errors.
+// obtained from a parsed Metadata reads without errors.
 package structwire
 
 import (
@@ -96,7 +95,7 @@ func checkMetadata(m []byte) error {
 		case f.typ != protowire.BytesType:
 			return errMerge
 		}
-		_, val, _, err := entry(f.v)
+		_, val, err := entry(f.v)
 		if err != nil {
 			return err
 		}
@@ -148,18 +147,6 @@ func lookup(b []byte, num protowire.Number, name string) (val []byte, found bool
 	}
 }
 
-// Canonical encodes s as protobuf-go does, without unknown fields, for
-// reading.
-func Canonical(s *structpb.Struct) (Struct, error) {
-	s = proto.Clone(s).(*structpb.Struct)
-	discardUnknown(s)
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(s)
-	if err != nil {
-		return nil, fmt.Errorf("encode struct: %w", err)
-	}
-	return Struct(b), nil
-}
-
 // discardUnknown drops the unknown fields of s and of every message in it,
 // which protobuf-go would otherwise encode after the known ones.
 func discardUnknown(s *structpb.Struct) {
@@ -178,6 +165,29 @@ func discardUnknownValue(v *structpb.Value) {
 		k.ListValue.ProtoReflect().SetUnknown(nil)
 		for _, item := range k.ListValue.GetValues() {
 			discardUnknownValue(item)
+		}
+	}
+}
+
+// MessageField returns the contents of the message field num of the
+// encoded message b: nil when b has none, the occurrences concatenated
+// when it has several (as proto merges a message given twice). A field num
+// of another wire type is not a message and is skipped, as proto keeps it
+// aside.
+func MessageField(b []byte, num protowire.Number) ([]byte, error) {
+	var out []byte
+	for it := (fields{b: b}); ; {
+		f, ok := it.next()
+		if !ok {
+			return out, it.err
+		}
+		if f.num != num || f.typ != protowire.BytesType {
+			continue
+		}
+		if out == nil {
+			out = f.v
+		} else {
+			out = append(out[:len(out):len(out)], f.v...)
 		}
 	}
 }
@@ -357,32 +367,32 @@ func splitEntry(b []byte) (key, val []byte) {
 			}
 		}
 	}
-	key, val, _, _ = entry(b)
+	key, val, _ = entry(b)
 	return key, val
 }
 
 // entry splits a map entry with a string key into its key and value
 // contents; a key or value given twice, or with another wire type, is
 // errMerge (proto would merge or reinterpret it).
-func entry(b []byte) (key, val []byte, hasVal bool, err error) {
-	hasKey := false
+func entry(b []byte) (key, val []byte, err error) {
+	hasKey, hasVal := false, false
 	for it := (fields{b: b}); ; {
 		f, ok := it.next()
 		if !ok {
-			return key, val, hasVal, it.err
+			return key, val, it.err
 		}
 		switch f.num {
 		case fieldEntryKey:
 			if hasKey || f.typ != protowire.BytesType {
-				return nil, nil, false, errMerge
+				return nil, nil, errMerge
 			}
 			if !utf8.Valid(f.v) {
-				return nil, nil, false, errors.New("map key is not valid UTF-8")
+				return nil, nil, errors.New("map key is not valid UTF-8")
 			}
 			key, hasKey = f.v, true
 		case fieldEntryValue:
 			if hasVal || f.typ != protowire.BytesType {
-				return nil, nil, false, errMerge
+				return nil, nil, errMerge
 			}
 			val, hasVal = f.v, true
 		}
@@ -411,7 +421,7 @@ func checkValues(b []byte, inEntries bool, depth int) error {
 		}
 		v := f.v
 		if inEntries {
-			_, val, _, err := entry(f.v)
+			_, val, err := entry(f.v)
 			if err != nil {
 				return err
 			}

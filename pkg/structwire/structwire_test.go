@@ -191,22 +191,13 @@ func TestNonCanonical(t *testing.T) {
 	}
 }
 
-// TestCanonical: a Struct built in memory reads as encoded.
-func TestCanonical(t *testing.T) {
-	s, err := structpb.NewStruct(map[string]any{"a": map[string]any{"b": "c"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := Canonical(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := c.Path([]string{"a", "b"}).String(); got != "c" {
-		t.Errorf("a.b = %q", got)
-	}
-	d, err := c.Decode()
-	if err != nil || !proto.Equal(d, s) {
-		t.Errorf("Decode = %v, %v; want %v", d, err, s)
+// TestDecode: a parsed namespace decodes whole to what was encoded.
+func TestDecode(t *testing.T) {
+	md := jwtMetadata(t)
+	s, _ := mustParse(t, encode(t, md)).Namespace(ns)
+	d, err := s.Decode()
+	if err != nil || !proto.Equal(d, md.GetFilterMetadata()[ns]) {
+		t.Errorf("Decode = %v, %v; want %v", d, err, md.GetFilterMetadata()[ns])
 	}
 }
 
@@ -332,4 +323,28 @@ func BenchmarkRead(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestMessageField: a message field's contents, merged when given twice,
+// and nothing for a field of another wire type.
+func TestMessageField(t *testing.T) {
+	varint := protowire.AppendVarint(protowire.AppendTag(nil, 8, protowire.VarintType), 1)
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want []byte
+	}{
+		{"absent", fieldBytes(1, []byte("x")), nil},
+		{"once", fieldBytes(8, []byte("ab")), []byte("ab")},
+		{"twice: concatenated", append(fieldBytes(8, []byte("ab")), fieldBytes(8, []byte("cd"))...), []byte("abcd")},
+		{"another wire type", varint, nil},
+	} {
+		got, err := MessageField(tc.b, 8)
+		if err != nil || string(got) != string(tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("%s: %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := MessageField([]byte{0x42, 5}, 8); err == nil {
+		t.Error("truncated: no error")
+	}
 }
