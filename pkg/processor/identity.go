@@ -5,6 +5,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
+	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
 // Who is calling is decided at the request headers, from what Envoy sent
@@ -17,21 +18,26 @@ import (
 // legacy header settings apply (readConfiguredHeader).
 
 // requestHeadersMessage answers a request_headers message; the rest of the
-// message (metadata, attributes) is readable during the call only. The
-// forwarded metadata is checked once, when the configuration reads it (an
-// identity source, Envoy's MCP filter); metadata that does not decode is
-// none, and said so in the log.
+// message (metadata, attributes) is readable during the call only.
 func (st *stream) requestHeadersMessage(r *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
 	st.envoyContext = r
-	defer func() { st.envoyContext, st.metadata = nil, nil }()
-	if st.snap.Identity.ReadsMetadata() || st.snap.Settings.MCPFilterMetadata() != "" {
-		md, err := forwardedMetadata(r)
+	defer func() { st.envoyContext, st.metadata, st.metadataRead = nil, nil, false }()
+	return st.requestHeaders(r.GetRequestHeaders())
+}
+
+// envoyMetadata returns the metadata Envoy forwarded with the request headers,
+// checked the first time something reads it (an identity source, Envoy's
+// MCP filter); metadata that does not decode is none, and said so in the
+// log.
+func (st *stream) envoyMetadata() structwire.Metadata {
+	if !st.metadataRead {
+		md, err := forwardedMetadata(st.envoyContext)
 		if err != nil {
 			st.logger().Warn().Err(err).Msg("Envoy's forwarded metadata does not decode: read as none")
 		}
-		st.metadata = md
+		st.metadata, st.metadataRead = md, true
 	}
-	return st.requestHeaders(r.GetRequestHeaders())
+	return st.metadata
 }
 
 // resolveIdentity sets the plugin context's identity from the configured
@@ -68,15 +74,19 @@ func singleHeader(h *extprocv3.HttpHeaders, name string) (string, bool) {
 	return v, n == 1
 }
 
-// identityRequest is what the identity sources read from this request.
+// identityRequest is what the identity sources read from this request;
+// the metadata only when a source reads it.
 func (st *stream) identityRequest(h *extprocv3.HttpHeaders) *identity.Request {
-	return &identity.Request{
-		Metadata:   st.metadata,
+	req := &identity.Request{
 		Attributes: st.envoyContext.GetAttributes()[identity.AttributesKey],
 		Header: func(name string) (string, bool) {
 			return singleHeader(h, name)
 		},
 	}
+	if st.snap.Identity.ReadsMetadata() {
+		req.Metadata = st.envoyMetadata()
+	}
+	return req
 }
 
 // callerClaims is the caller's verified JWT payload, decoded the first time

@@ -30,7 +30,7 @@ func (st *stream) mcpFilterMethod() {
 	if ns == "" {
 		return
 	}
-	f, _ := st.metadata.Namespace(ns)
+	f, _ := st.envoyMetadata().Namespace(ns)
 	if mcp, _ := f.Field("is_mcp_request").Bool(); !mcp {
 		return
 	}

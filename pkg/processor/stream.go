@@ -90,10 +90,11 @@ type stream struct {
 	envoyMethod string
 	// envoyContext is what Envoy sent beside the request headers: dynamic
 	// metadata and attributes, read by resolveIdentity (identity.go);
-	// metadata is its metadata_context, checked, when the configuration
-	// reads it. Both are set during the request headers only.
+	// metadata is its metadata_context, checked once read (envoyMetadata).
+	// All are set during the request headers only.
 	envoyContext *extprocv3.ProcessingRequest
 	metadata     structwire.Metadata
+	metadataRead bool
 	// claims is the caller's JWT payload, once a rule has read it.
 	claims *structpb.Struct
 	// headerSets are the request headers http_pre_request set; httpRefusal
