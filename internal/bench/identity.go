@@ -139,43 +139,60 @@ func identityCalls() (*identityRequests, error) {
 	if err != nil {
 		return nil, err
 	}
-	call := func(extra ...Header) (*Prepared, error) {
-		x, err := ToolsCall()
-		if err != nil {
-			return nil, err
-		}
-		x.RequestHeaders = append(x.RequestHeaders, extra...)
-		return Prepare(x), nil
-	}
 	var c identityRequests
-	if c.today, err = call(); err != nil {
+	if c.today, err = toolsCallWith(); err != nil {
 		return nil, err
 	}
-	if c.jwt, err = call(); err != nil {
+	if c.jwt, err = toolsCallWith(); err != nil {
 		return nil, err
 	}
 	c.jwt.forwardMetadata(md)
-	if c.legacy, err = call(Header{"x-tenant-id", "acme"}, Header{"x-user", "alice@acme.example"}); err != nil {
+	if c.legacy, err = toolsCallWith(Header{"x-tenant-id", "acme"}, Header{"x-user", "alice@acme.example"}); err != nil {
 		return nil, err
 	}
-	// jwtMetadata's claims, mapped as identityConfig maps them.
-	c.envoyHeaders, err = call(Header{"x-user", "5f0c7a52-3b8e-4d1e-9a7c-2f6d1e8b9c40"}, Header{"x-user-email", "alice@acme.example"},
-		Header{"x-user-name", "Alice Example"}, Header{"x-tenant-id", "acme"}, Header{"x-user-roles", "developer,tools-user"}, Header{"x-user-teams", "team-a"})
+	c.envoyHeaders, err = toolsCallWith(envoySetHeaders()...)
 	return &c, err
 }
 
-// jwtMetadata is what jwt_authn leaves for a verified token of a typical
-// identity provider, as Envoy forwards it.
+// caller is table 10's caller, as its token names them.
+type caller struct {
+	sub, email, name, tenant string
+	roles, teams             []string
+}
+
+func benchCaller() caller {
+	return caller{sub: "5f0c7a52-3b8e-4d1e-9a7c-2f6d1e8b9c40", email: "alice@acme.example", name: "Alice Example",
+		tenant: "acme", roles: []string{"developer", "tools-user"}, teams: []string{"team-a"}}
+}
+
+// jwtMetadata is what jwt_authn leaves for the verified token of a typical
+// identity provider naming benchCaller, as Envoy forwards it.
 func jwtMetadata() (*corev3.Metadata, error) {
+	c := benchCaller()
 	ns, err := structpb.NewStruct(map[string]any{"jwt_payload": map[string]any{
-		"iss": "https://id.acme.example/realms/mcp", "sub": "5f0c7a52-3b8e-4d1e-9a7c-2f6d1e8b9c40", "aud": "mcp-gateway",
-		"exp": 1893456000, "iat": 1893452400, "email": "alice@acme.example", "name": "Alice Example", "tenant": "acme",
-		"realm_access": map[string]any{"roles": []any{"developer", "tools-user"}}, "groups": []any{"team-a"},
+		"iss": "https://id.acme.example/realms/mcp", "sub": c.sub, "aud": "mcp-gateway",
+		"exp": 1893456000, "iat": 1893452400, "email": c.email, "name": c.name, "tenant": c.tenant,
+		"realm_access": map[string]any{"roles": anySlice(c.roles)}, "groups": anySlice(c.teams),
 	}})
 	if err != nil {
 		return nil, fmt.Errorf("jwt metadata: %w", err)
 	}
 	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{"envoy.filters.http.jwt_authn": ns}}, nil
+}
+
+// envoySetHeaders are benchCaller as envoyHeadersConfig reads it.
+func envoySetHeaders() []Header {
+	c := benchCaller()
+	return []Header{{"x-user", c.sub}, {"x-user-email", c.email}, {"x-user-name", c.name}, {"x-tenant-id", c.tenant},
+		{"x-user-roles", strings.Join(c.roles, ",")}, {"x-user-teams", strings.Join(c.teams, ",")}}
+}
+
+func anySlice(vs []string) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
+	}
+	return out
 }
 
 // identityRow is one comparison of the identity scenario: target a
@@ -238,4 +255,15 @@ func policyToday(ctx context.Context, cl *closers) (ps *PluginServer, base strin
 	}
 	cl.add(today)
 	return ps, base, today, nil
+}
+
+// toolsCallWith is the tools/call echo exchange with extra request
+// headers, prepared.
+func toolsCallWith(extra ...Header) (*Prepared, error) {
+	x, err := ToolsCall()
+	if err != nil {
+		return nil, err
+	}
+	x.RequestHeaders = append(x.RequestHeaders, extra...)
+	return Prepare(x), nil
 }

@@ -23,6 +23,12 @@ const resolvedCallerConfig = `  identity:
       - headers: {set_by_envoy: true, user: x-user, email: x-user-email, name: x-user-name}
 `
 
+// The user the bench's resolve hook answers.
+const (
+	resolvedEmail = "alice@acme.example"
+	resolvedName  = "Alice"
+)
+
 // resolveHookRows measure a sidecar with the policy plugin (at policyURL)
 // and an http_auth_resolve_user plugin against the same policy with the
 // resolved caller given by Envoy-set headers, followed by the resolve call
@@ -31,7 +37,7 @@ const resolvedCallerConfig = `  identity:
 func (r *runner) resolveHookRows(ctx context.Context, cl *closers, policyURL string, today *Endpoint) ([]identityRow, error) {
 	auth := pluginserver.Func(pluginserver.Config{Name: "Auth", Hooks: []cpex.HookType{cpex.HTTPAuthResolveUser}},
 		func(context.Context, cpex.HookType, json.RawMessage, *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-			return pluginserver.Modify("Auth", map[string]any{"email": "alice@acme.example", "full_name": "Alice", "is_admin": false, "is_active": true})
+			return pluginserver.Modify("Auth", map[string]any{"email": resolvedEmail, "full_name": resolvedName, "is_admin": false, "is_active": true})
 		})
 	as, err := StartPlugin(auth)
 	if err != nil {
@@ -55,19 +61,15 @@ func (r *runner) resolveHookRows(ctx context.Context, cl *closers, policyURL str
 		return nil, err
 	}
 	cl.add(direct)
-	x, err := ToolsCall()
+	bearer := Header{"authorization", "Bearer 3q2+7wAAAAE.bench.token"}
+	p, err := toolsCallWith(bearer)
 	if err != nil {
 		return nil, err
 	}
-	x.RequestHeaders = append(x.RequestHeaders, Header{"authorization", "Bearer 3q2+7wAAAAE.bench.token"})
-	p := Prepare(x)
-	xs, err := ToolsCall()
+	ps, err := toolsCallWith(bearer, Header{"x-user", resolvedEmail}, Header{"x-user-email", resolvedEmail}, Header{"x-user-name", resolvedName})
 	if err != nil {
 		return nil, err
 	}
-	xs.RequestHeaders = append(xs.RequestHeaders, Header{"authorization", "Bearer 3q2+7wAAAAE.bench.token"},
-		Header{"x-user", "alice@acme.example"}, Header{"x-user-email", "alice@acme.example"}, Header{"x-user-name", "Alice"})
-	ps := Prepare(xs)
 	d := &Driver{}
 	msgs, err := messages(ctx, d, p, untouched(p), sc, today)
 	if err != nil {
@@ -76,7 +78,7 @@ func (r *runner) resolveHookRows(ctx context.Context, cl *closers, policyURL str
 	if err := callsOnce(ctx, d, sc, p, untouched(p), as.calls.Load); err != nil {
 		return nil, err
 	}
-	call := hookCall{d: direct, hook: cpex.HTTPAuthResolveUser, payload: resolvePayload(x), pctx: pluginContext()}
+	call := hookCall{d: direct, hook: cpex.HTTPAuthResolveUser, payload: resolvePayload(p.x), pctx: pluginContext()}
 	cmp, err := Compare(ctx, r.seq, exchangeOp(d, sc, p, untouched(p)),
 		baselineOp(d, same, ps, untouched(ps), false, false, call), baselineOp(d, today, p, untouched(p), false, false, call))
 	if err != nil {
