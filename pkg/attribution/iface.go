@@ -24,9 +24,8 @@ type Store interface {
 var _ Store = (*Memory)(nil)
 
 // CanonicalID returns the form of a raw JSON-RPC id under which it is
-// recorded: a number or an escape-free string as it is, any other string
-// re-encoded, so that ids equal as JSON values have one form. The error is
-// ErrInvalidID.
+// recorded: [mcpmsg.CanonicalID], so that ids equal as JSON values have
+// one form. The error is ErrInvalidID.
 func CanonicalID(id []byte) ([]byte, error) { return canonicalID(id) }
 
 // WithDefaults returns o with every zero field set to its default, as New

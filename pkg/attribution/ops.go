@@ -1,11 +1,10 @@
 package attribution
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
-	"github.com/go-json-experiment/json"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
 // Record remembers that the request with JSON-RPC id (its raw JSON, e.g.
@@ -142,38 +141,11 @@ func (s *Memory) taskKey(dst []byte, session, taskID string) ([]byte, error) {
 	return append(dst, taskID...), nil
 }
 
-// canonicalID returns id itself when it is a number or a string without
-// escapes, and the re-encoded string otherwise.
+// canonicalID is mcpmsg.CanonicalID with this package's error.
 func canonicalID(id []byte) ([]byte, error) {
-	if len(id) == 0 {
-		return nil, ErrInvalidID
-	}
-	if c := id[0]; c == '-' || c >= '0' && c <= '9' {
-		for _, c := range id {
-			if !(c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E') {
-				return nil, ErrInvalidID
-			}
-		}
-		return id, nil
-	}
-	if len(id) < 2 || id[0] != '"' || id[len(id)-1] != '"' {
-		return nil, ErrInvalidID
-	}
-	if bytes.IndexByte(id, '\\') < 0 {
-		for _, c := range id[1 : len(id)-1] {
-			if c < 0x20 || c == '"' {
-				return nil, ErrInvalidID
-			}
-		}
-		return id, nil
-	}
-	var str string
-	if err := json.Unmarshal(id, &str); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidID, err)
-	}
-	out, err := json.Marshal(str)
+	canon, err := mcpmsg.CanonicalID(id)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidID, err)
 	}
-	return out, nil
+	return canon, nil
 }

@@ -91,3 +91,13 @@ func decodeOne(coding string, body []byte, limit int64) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// Normalize returns a Content-Encoding header value lower-cased and
+// trimmed, and "" when it names no coding to undo (empty or "identity").
+func Normalize(header string) string {
+	v := strings.ToLower(strings.TrimSpace(header))
+	if v == "identity" {
+		return ""
+	}
+	return v
+}

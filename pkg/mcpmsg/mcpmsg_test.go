@@ -23,6 +23,13 @@ func TestParseRejects(t *testing.T) {
 		body string
 		code int
 	}{
+		// A request id a server would answer as another value (id.go).
+		{"fractional id", `{"jsonrpc":"2.0","id":3.0,"method":"tools/list"}`, CodeInvalidRequest},
+		{"exponent id", `{"jsonrpc":"2.0","id":3e0,"method":"tools/list"}`, CodeInvalidRequest},
+		{"scaled exponent id", `{"jsonrpc":"2.0","id":30e-1,"method":"tools/list"}`, CodeInvalidRequest},
+		{"minus zero id", `{"jsonrpc":"2.0","id":-0,"method":"ping"}`, CodeInvalidRequest},
+		{"unsafe integer id", `{"jsonrpc":"2.0","id":9007199254740993,"method":"ping"}`, CodeInvalidRequest},
+		{"unsafe id in batch", `[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","id":1E1,"method":"ping"}]`, CodeInvalidRequest},
 		// Not JSON, or not the one JSON text a server would see.
 		{"empty", ``, CodeParseError},
 		{"whitespace only", " \r\n\t", CodeParseError},
@@ -259,12 +266,14 @@ func TestParseAccepts(t *testing.T) {
 			want: []want{{Kind: KindError, Error: `{"code":-32000,"message":"Bad Request"}`, HasErr: true}},
 		},
 		{
-			name:  "fractional and negative ids",
-			body:  `[{"jsonrpc":"2.0","id":-1.5e3,"method":"ping"},{"jsonrpc":"2.0","id":"","method":"ping"}]`,
+			name:  "negative, largest safe and empty-string ids; a response's id as written",
+			body:  `[{"jsonrpc":"2.0","id":-15,"method":"ping"},{"jsonrpc":"2.0","id":9007199254740991,"method":"ping"},{"jsonrpc":"2.0","id":"","method":"ping"},{"jsonrpc":"2.0","id":-1.5e3,"result":{}}]`,
 			batch: true,
 			want: []want{
-				{Kind: KindRequest, ID: `-1.5e3`, Method: "ping", HasID: true},
+				{Kind: KindRequest, ID: `-15`, Method: "ping", HasID: true},
+				{Kind: KindRequest, ID: `9007199254740991`, Method: "ping", HasID: true},
 				{Kind: KindRequest, ID: `""`, Method: "ping", HasID: true},
+				{Kind: KindResponse, ID: `-1.5e3`, Result: `{}`, HasID: true, HasResult: true},
 			},
 		},
 		{

@@ -121,6 +121,10 @@ func (m *Message) classify(env envelope) *errScan {
 		if null {
 			return invalid(`a request "id" must be a string or a number, not null`)
 		}
+		if c := m.ID[0]; c != '"' && !plainSafeInteger(m.ID) {
+			// An id the server would read as another value (id.go).
+			return invalid(`a request "id" that is a number must be an integer written plainly, within ±(2^53-1)`)
+		}
 		m.Kind = KindRequest
 	case m.Result != nil && m.Error != nil:
 		return invalid(`a response cannot have both "result" and "error"`)

@@ -23,7 +23,8 @@ const bom = "\xef\xbb\xbf"
 // of tools/call, prompts/get or resources/read).
 //
 // Envelope rules: "jsonrpc" must be "2.0"; "id" a string or a number (null
-// only in an error response); "method" a string, compared exactly after
+// only in an error response; a request's number a plain safe integer, see
+// [CanonicalID]); "method" a string, compared exactly after
 // unescaping; "params" an object or an array; a message has either a method
 // or exactly one of "result" and "error" (an object). A result needs an id;
 // an error may lack one (ID nil), as the TypeScript SDK sends it. Other

@@ -2,7 +2,6 @@ package processor
 
 import (
 	"bytes"
-	"mime"
 	"net/http"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -56,6 +55,7 @@ func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3
 	if method == http.MethodDelete {
 		if st.sessionID != "" {
 			st.attr.ForgetSession(st.ctx, st.sessionID)
+			st.accepted.Forget(st.sessionID)
 		}
 		return st.passThrough()
 	}
@@ -66,14 +66,15 @@ func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3
 	return st.canned.readResponse
 }
 
-// remember records every request of a forwarded body with its method and
-// target. Requests of every method are recorded, not only hooked ones: a
-// replayed answer whose id the store does not know is refused, and a
-// tools/list answer must still resume. Sessionless requests are not
-// recorded (their ids share one key space and collide; their answers can
-// only come on their own POST), nor a task request whose task is unknown.
+// remember notes every request of a forwarded body with its method and
+// target, to be recorded once the server accepted them (commitRecords).
+// Requests of every method are recorded, not only hooked ones: a replayed
+// answer whose id the store does not know is refused, and a tools/list
+// answer must still resume. Sessionless requests are not recorded (their
+// ids share one key space and collide; their answers can only come on
+// their own POST), nor a task request whose task is unknown.
 func (st *stream) remember(msgs *mcpmsg.Body) {
-	if st.sessionID == "" || !st.readsReplays() {
+	if !st.recordsRequests() {
 		return
 	}
 	for i := range msgs.Messages {
@@ -89,35 +90,83 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 			}
 			o.Name = name
 		}
-		if err := st.attr.Record(st.ctx, st.sessionID, m.ID, o); err != nil {
-			st.logger().Debug().Err(err).Str("method", m.Method).Msg("request not recorded for attribution")
-			continue
-		}
-		st.recorded = true
+		st.records = append(st.records, requestRecord{id: string(idKey(m.ID)), origin: o})
 	}
 }
 
-// syncRecords waits, with a store that writes behind the requests (shared
-// between replicas), until this stream's records can be seen by the other
-// replicas: called at the response headers, before anything of the
-// response reaches the client, so that a replay through another replica
-// finds them. Only an SSE response can be replayed (a GET resumes from an
-// event id); a task's record waits on its own (RecordTask). The store
-// bounds the wait.
-func (st *stream) syncRecords(h *extprocv3.HttpHeaders) {
+// recordsRequests reports whether this request's ids are recorded for
+// the results that may come on other streams.
+func (st *stream) recordsRequests() bool {
+	return st.sessionID != "" && st.readsReplays()
+}
+
+// awaitsAcceptance reports whether this request's ids can only be
+// recorded once the server's answer shows it accepted the session: its
+// answer's headers are then needed (needs). A session a server accepted
+// lately is recorded at once (recordAccepted), costing no message.
+func (st *stream) awaitsAcceptance() bool {
+	return st.recordsRequests() && !st.accepted.Has(st.sessionID)
+}
+
+// requestRecord is a request of this stream to record: its canonical id
+// and what it was.
+type requestRecord struct {
+	id     string
+	origin attribution.Origin
+}
+
+// recordAccepted writes the records at the request body when a server
+// accepted this session lately; else they wait for its answer
+// (commitRecords).
+func (st *stream) recordAccepted() {
+	if len(st.records) > 0 && st.accepted.Has(st.sessionID) {
+		st.writeRecords()
+	}
+}
+
+// commitRecords is called at the response headers, before anything of the
+// response reaches the client. Records still waiting are written when the
+// server accepted the request (2xx; the session is then remembered as
+// accepted) and dropped otherwise: a request the server refused (a session
+// it does not know: 404, 400) is never recorded, so made-up sessions cost
+// the store nothing (docs/attribution-store.md). Then, with a store that
+// writes behind the requests (shared between replicas), it waits until
+// this stream's records can be seen by the other replicas, so that a
+// replay through another replica finds them. Only an SSE response can be
+// replayed (a GET resumes from an event id); a task's record waits on its
+// own (RecordTask). The store bounds the wait.
+func (st *stream) commitRecords(status int, mediaType string) {
+	accepted := status >= 200 && status <= 299
+	if accepted && st.recordsRequests() {
+		st.accepted.Add(st.sessionID) // a notification's 202 says so too
+	}
+	if len(st.records) > 0 {
+		if !accepted {
+			st.logger().Debug().Int("status", status).Int("requests", len(st.records)).Msg("requests not recorded for attribution: the server did not accept them")
+			st.records = nil
+			return
+		}
+		st.writeRecords()
+	}
 	if !st.recorded {
 		return
 	}
 	st.recorded = false
-	s, ok := st.attr.(attribution.Syncer)
-	if !ok {
-		return
+	if s, ok := st.attr.(attribution.Syncer); ok && mediaType == "text/event-stream" {
+		s.Sync(st.ctx)
 	}
-	if hv := findHeader(h.GetHeaders(), "content-type"); hv != nil {
-		if mt, _, _ := mime.ParseMediaType(headerValue(hv)); mt == "text/event-stream" {
-			s.Sync(st.ctx)
+}
+
+// writeRecords writes the records to the store.
+func (st *stream) writeRecords() {
+	for _, r := range st.records {
+		if err := st.attr.Record(st.ctx, st.sessionID, []byte(r.id), r.origin); err != nil {
+			st.logger().Debug().Err(err).Str("method", r.origin.Method).Msg("request not recorded for attribution")
+			continue
 		}
+		st.recorded = true
 	}
+	st.records = nil
 }
 
 // targetOf returns the target name of a routed request: from its params,

@@ -71,9 +71,11 @@ func (st *stream) needs() (body, post bool) {
 	if st.snap.Rules.Len() > 0 {
 		// Rules read every request (rules.go), and a list's answer when
 		// they may hide some of it from this caller.
-		return true, post || st.listsNeedAnswer()
+		body, post = true, post || st.listsNeedAnswer()
 	}
-	return body, post
+	// The requests of a read body in a session no server accepted yet are
+	// recorded when the answer says it does (commitRecords).
+	return body, post || (body && st.awaitsAcceptance())
 }
 
 // listsNeedAnswer reports whether the answer must be read for the rules

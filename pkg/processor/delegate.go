@@ -109,19 +109,32 @@ func (st *stream) bearerToken() string {
 // replacing shorter strings would garble a message more than it hides.
 const minSecret = 8
 
-// credentialSecrets returns the caller's credentials in headers (each
-// credential header's value, and its token after the scheme), which no
-// plugin error text may show (executor.RequestContext.Secrets).
+// credentialSecrets returns the caller's credentials in headers, which no
+// plugin error text may show (executor.RequestContext.Secrets): each
+// credential header's value, and each credential in it, since a header
+// sent twice is joined (", ") and a cookie header holds several (";"):
+// every part, its token after the scheme, and a cookie's value.
 func credentialSecrets(headers map[string]string) []string {
 	var out []string
+	add := func(s string) {
+		if s = strings.TrimSpace(s); len(s) >= minSecret && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
 	for k := range config.CredentialHeaders() {
 		v := headers[k]
 		if len(v) < minSecret {
 			continue
 		}
-		out = append(out, v)
-		if _, tok, ok := strings.Cut(v, " "); ok && len(tok) >= minSecret {
-			out = append(out, tok)
+		add(v)
+		for part := range strings.FieldsFuncSeq(v, func(r rune) bool { return r == ',' || r == ';' }) {
+			add(part)
+			if _, tok, ok := strings.Cut(strings.TrimSpace(part), " "); ok {
+				add(tok)
+			}
+			if _, val, ok := strings.Cut(part, "="); ok {
+				add(val)
+			}
 		}
 	}
 	return out

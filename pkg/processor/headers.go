@@ -78,6 +78,28 @@ func (st *stream) checkStandardHeaders(msgs *mcpmsg.Body) *extprocv3.ProcessingR
 	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(m.ID, mcpheaders.CodeHeaderMismatch, mm.Error(), nil), false, nil)
 }
 
+// checkDeclaredMethod refuses, at the request headers, a request whose
+// trusted Mcp-Method is not the method Envoy's MCP filter read from its
+// body: HTTP 400 and JSON-RPC -32020, as a conforming server would. It
+// matters where the body is not read on the header's word (no hook for
+// the declared method): a tools/call declared as a ping must not pass
+// because the server is trusted to notice. Without Envoy's MCP filter the
+// sidecar cannot tell before the body; trust_mcp_method_header: false has
+// every body read and checked (checkStandardHeaders).
+func (st *stream) checkDeclaredMethod() *extprocv3.ProcessingResponse {
+	if st.envoyMethod == "" {
+		return nil
+	}
+	method, decided := st.declaredMethod()
+	if !decided || method == st.envoyMethod {
+		return nil
+	}
+	st.obs.Immediate("header_mismatch")
+	st.logger().Info().Str("header", "mcp-method").Str("envoy_method", st.envoyMethod).Msg("refused: Mcp-Method disagrees with the body Envoy's MCP filter read")
+	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(nil, mcpheaders.CodeHeaderMismatch,
+		"header mismatch: Mcp-Method header value does not match the body's method", nil), false, nil)
+}
+
 // mirrorHeaders makes Mcp-Name and the Mcp-Param-* headers of a request a
 // pre hook rewrote carry the new values. A header whose value cannot be
 // rebuilt for sure is removed, or the request refused

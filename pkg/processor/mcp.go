@@ -70,13 +70,27 @@ func (st *stream) preHook(i int, m *mcpmsg.Message, ed *requestEdits) {
 }
 
 // await makes the answer to id pending as p. The response is then read,
-// so other streams' results on it are looked up too.
+// so other streams' results on it are looked up too. Pending answers are
+// keyed by the id's value (mcpmsg.CanonicalID): Parse accepted the
+// request, so it has one.
 func (st *stream) await(id []byte, p *pendingCall) {
 	if st.pending == nil {
 		st.pending = make(map[string]*pendingCall)
 	}
-	st.pending[string(id)] = p
+	st.pending[string(idKey(id))] = p
 	st.foreign = true
+}
+
+// idKey is the form of a JSON-RPC id that requests and answers are
+// matched under: its value, as mcpmsg.CanonicalID writes it. An id without
+// one (an answer's 7.0: no request Parse accepted has it) is returned as
+// nil, which is the key of no request.
+func idKey(id []byte) []byte {
+	canon, err := mcpmsg.CanonicalID(id)
+	if err != nil {
+		return nil
+	}
+	return canon
 }
 
 // postWanted returns the pending entry of a request whose answer must be
@@ -118,7 +132,7 @@ func (st *stream) ownIDs(msgs *mcpmsg.Body) {
 		if st.own == nil {
 			st.own = make(map[string]struct{}, len(msgs.Messages))
 		}
-		st.own[string(m.ID)] = struct{}{}
+		st.own[string(idKey(m.ID))] = struct{}{}
 	}
 }
 

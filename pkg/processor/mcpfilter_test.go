@@ -140,3 +140,35 @@ func TestMCPFilterEndToEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestDeclaredMethodAgainstMCPFilter: a 2026-07-28 request whose trusted
+// Mcp-Method names a method no hook applies to (ping) while Envoy's MCP
+// filter read a tools/call from its body is refused by the sidecar at the
+// request headers, never passed on the header's word; a request whose
+// header and body agree passes as before.
+func TestDeclaredMethodAgainstMCPFilter(t *testing.T) {
+	guard := policyGuard(t)
+	h := newHarness(t, guardConfig("fail", "5"), guard)
+	h.filter.Forwarding = envoytest.Forwarding{MetadataNamespaces: []string{envoytest.MCPFilterNamespace}}
+	send := func(body, declared string, up envoytest.Upstream) *envoytest.Result {
+		req := mcpPost(body, "Mcp-Protocol-Version", v26, "Mcp-Method", declared)
+		meta, invalid := envoytest.MCPFilterMetadata([]byte(body), 8192)
+		if invalid {
+			t.Fatalf("Envoy's MCP filter would refuse %s", body)
+		}
+		req.Info.DynamicMetadata = map[string]*structpb.Struct{envoytest.MCPFilterNamespace: meta}
+		return h.do(req, up)
+	}
+	res := send(toolCall(1, denyWord), "ping", noUpstream(t))
+	if res.Status != http.StatusBadRequest || !strings.Contains(string(res.Body), "-32020") || !strings.Contains(string(res.Body), "Mcp-Method") {
+		t.Fatalf("tools/call declared as ping: %d %s, want 400 and a header mismatch", res.Status, res.Body)
+	}
+	if n := guard.CallCount(); n != 0 {
+		t.Errorf("the plugin was asked %d times about a refused request", n)
+	}
+	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
+	ok := `{"jsonrpc":"2.0","id":2,"result":{}}`
+	if res := send(ping, "ping", jsonUpstream(http.StatusOK, ok)); string(res.Body) != ok || len(res.Sent) != 1 {
+		t.Errorf("ping declared as ping: %d %s in %d messages, want the server's answer in 1", res.Status, res.Body, len(res.Sent))
+	}
+}

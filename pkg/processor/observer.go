@@ -15,7 +15,7 @@ type Observer interface {
 	ModeOverride(mode string)
 	// Immediate counts an immediate response by reason ("blocked",
 	// "plugin_error", "invalid_request", "too_large", "unsupported_encoding",
-	// "internal", "header_mismatch", "header_mirror", "mcp_filter_mismatch")
+	// "internal", "header_mismatch", "header_mirror", "mcp_filter_mismatch", "repeated_header")
 	// or a result refused in a stream ("unattributed", "invalid_response").
 	Immediate(reason string)
 	// BodyInspected counts a body (or SSE event) parsed, by direction

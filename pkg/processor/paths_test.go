@@ -99,6 +99,16 @@ type answer struct {
 // dropping the stream).
 func rpcDo(t *testing.T, endpoint, method string, header map[string]string, body string, stop func(event) bool) answer {
 	t.Helper()
+	h := http.Header{}
+	for k, v := range header {
+		h.Set(k, v)
+	}
+	return rpcDoHeader(t, endpoint, method, h, body, stop)
+}
+
+// rpcDoHeader is rpcDo with headers that may repeat.
+func rpcDoHeader(t *testing.T, endpoint, method string, header http.Header, body string, stop func(event) bool) answer {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var rd io.Reader
@@ -113,8 +123,8 @@ func rpcDo(t *testing.T, endpoint, method string, header map[string]string, body
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	for k, v := range header {
-		req.Header.Set(k, v)
+	for k, vs := range header {
+		req.Header[http.CanonicalHeaderKey(k)] = vs
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -162,11 +162,32 @@ type canned struct {
 	requestTrailers, responseTrailers *extprocv3.ProcessingResponse
 }
 
+// readsAnswer is the request-headers reply of a request whose answer may
+// be read: Accept-Encoding is removed, so that the server answers
+// uncompressed and the post hooks and the rules read what the client will
+// (an answer that still comes encoded is decoded or refused: response.go).
+func readsAnswer(override *filterv3.ProcessingMode) *extprocv3.ProcessingResponse {
+	resp := requestHeadersReply(override)
+	resp.GetRequestHeaders().Response = &extprocv3.CommonResponse{
+		HeaderMutation: &extprocv3.HeaderMutation{RemoveHeaders: []string{"accept-encoding"}},
+	}
+	return resp
+}
+
+// decodedBodyReply replaces a buffered response body that came
+// content-encoded with body, which is not: the encoding header goes.
+func decodedBodyReply(body []byte) *extprocv3.ProcessingResponse {
+	resp := bodyReply(true, body, true)
+	cr := resp.GetResponseBody().GetResponse()
+	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, "content-encoding")
+	return resp
+}
+
 func newCanned() *canned {
 	return &canned{
 		skipAll:            requestHeadersReply(modeSkipAll()),
-		inspectRequest:     requestHeadersReply(modeInspectRequest()),
-		readResponse:       requestHeadersReply(modeResponse(filterv3.ProcessingMode_NONE)),
+		inspectRequest:     readsAnswer(modeInspectRequest()),
+		readResponse:       readsAnswer(modeResponse(filterv3.ProcessingMode_NONE)),
 		inspectRequestOnly: requestHeadersReply(modeInspectRequestOnly()),
 		// Envoy decided about content-length under the old mode; a
 		// rewritten stream changes the length, so it goes (§4).

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -21,8 +20,11 @@ import (
 // headers, methods or targets no plugin selects; the body otherwise, and the
 // response headers only when a post hook may apply.
 func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	method, path, authority, encoding := st.readRequestHeaders(h)
+	method, path, authority, encoding, repeated := st.readRequestHeaders(h)
 	if method != "" && st.snap.Settings.IsMCPPath(path) {
+		if repeated != "" {
+			return st.repeatedHeader(repeated)
+		}
 		// Who is calling, and the HTTP-level hooks (httphooks.go).
 		if refused := st.beforeMCP(h, method, path); refused != nil {
 			return refused
@@ -41,9 +43,7 @@ func (st *stream) decideRequest(h *extprocv3.HttpHeaders, method, path string, a
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
 		return st.otherRequest(method, path, authority)
 	}
-	if encoding != "identity" {
-		st.encoding = encoding
-	}
+	st.encoding = encoding
 	st.path, st.authority = path, string(authority)
 	if h.GetEndOfStream() {
 		// A POST without a body holds no MCP message; the server answers it.
@@ -51,6 +51,9 @@ func (st *stream) decideRequest(h *extprocv3.HttpHeaders, method, path string, a
 	}
 	st.headers = h.GetHeaders() // read again only if a body check needs them (headers.go)
 	st.mcpFilterMethod()
+	if refused := st.checkDeclaredMethod(); refused != nil {
+		return refused
+	}
 	return st.askForBody()
 }
 
@@ -72,9 +75,12 @@ func (st *stream) passThrough() *extprocv3.ProcessingResponse {
 }
 
 // readRequestHeaders keeps what the stream needs from the request headers
-// and returns the ones requestHeaders decides on.
-func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path string, authority []byte, encoding string) {
+// and returns the ones requestHeaders decides on; repeated names a header
+// that says which session or stream a request belongs to and was sent more
+// than once (repeatedHeader).
+func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path string, authority []byte, encoding, repeated string) {
 	set := st.snap.Settings
+	var seen sessionHeaders
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		// Values are converted to strings only for the headers used, and
 		// those only a plugin call needs only when one is made
@@ -91,13 +97,19 @@ func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path str
 			st.raw.requestID = hv
 		case "mcp-session-id":
 			st.sessionID = headerValue(hv)
+			repeated = seen.add(k, repeated)
+		case "last-event-id":
+			repeated = seen.add(k, repeated)
 		case "content-encoding":
-			encoding = strings.ToLower(strings.TrimSpace(headerValue(hv)))
+			encoding = contentcoding.Normalize(headerValue(hv))
 		case "traceparent":
 			st.raw.traceparent = hv
 		case "tracestate":
 			st.raw.tracestate = hv
-		case "mcp-protocol-version", "mcp-method", "mcp-name":
+		case "mcp-protocol-version":
+			st.std.add(k, hv)
+			repeated = seen.add(k, repeated)
+		case "mcp-method", "mcp-name":
 			st.std.add(k, hv)
 		}
 		if st.logBodies {
@@ -109,7 +121,42 @@ func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path str
 		}
 		st.readConfiguredHeader(set, k, hv)
 	}
-	return method, path, authority, encoding
+	return method, path, authority, encoding, repeated
+}
+
+// sessionHeaders counts the request headers that name the request's MCP
+// session, protocol version and resumed stream. Sent twice, the sidecar
+// and the server may each believe another copy (the Go SDK serves the
+// first Mcp-Session-Id, Envoy's last would be recorded): the request's
+// ids would be recorded, or a replay looked up, in a session the server
+// does not serve.
+type sessionHeaders struct{ session, version, lastEvent uint8 }
+
+// add counts header k and returns the name of the first header seen twice
+// (repeated, or k).
+func (s *sessionHeaders) add(k, repeated string) string {
+	n := &s.session
+	switch k {
+	case "mcp-protocol-version":
+		n = &s.version
+	case "last-event-id":
+		n = &s.lastEvent
+	}
+	if *n++; *n == 2 && repeated == "" {
+		return k
+	}
+	return repeated
+}
+
+// repeatedHeader refuses a request that names its session, protocol
+// version or resumed stream more than once: HTTP 400 with a JSON-RPC
+// error saying which header.
+func (st *stream) repeatedHeader(name string) *extprocv3.ProcessingResponse {
+	st.phase = phasePassThrough
+	st.obs.Immediate("repeated_header")
+	st.logger().Info().Str("header", name).Msg("refused: header sent more than once")
+	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
+		"invalid request: header "+name+" sent more than once", nil), false, nil)
 }
 
 // readConfiguredHeader keeps a header the configuration names for the
@@ -190,6 +237,7 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return st.refuse(msgs, ed.refusals)
 	}
 	st.remember(msgs)
+	st.recordAccepted()
 	st.ownIDs(msgs)
 	return st.forwardRequest(body, msgs, &ed, decoded)
 }

@@ -11,6 +11,8 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
+	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 	"github.com/mcp-extproc/mcp-extproc/pkg/sse"
 )
@@ -35,28 +37,35 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processin
 
 // responseMode answers the response headers with the body mode.
 func (st *stream) responseMode(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	st.syncRecords(h)
-	if (len(st.pending) == 0 && !st.foreign) || h.GetEndOfStream() {
+	if len(st.pending) == 0 && !st.foreign && len(st.records) == 0 && !st.recorded && !st.recordsRequests() {
 		return st.responseNone()
 	}
 	var status int
-	var contentType string
+	var contentType, encoding string
 	for _, hv := range h.GetHeaders().GetHeaders() {
 		switch hv.GetKey() {
 		case ":status":
 			status, _ = strconv.Atoi(headerValue(hv))
 		case "content-type":
 			contentType = headerValue(hv)
+		case "content-encoding":
+			encoding = contentcoding.Normalize(headerValue(hv))
 		}
 	}
 	mediaType, _, _ := mime.ParseMediaType(contentType)
+	st.commitRecords(status, mediaType)
 	switch {
+	case (len(st.pending) == 0 && !st.foreign) || h.GetEndOfStream():
+		return st.responseNone()
 	case status < 200 || status > 299:
 		return st.responseNone()
 	case mediaType == "application/json":
 		st.phase = phaseResponseJSON
+		st.answerEncoding = encoding
 		st.obs.ModeOverride("response_buffered")
 		return st.canned.responseBuffered
+	case mediaType == "text/event-stream" && encoding != "":
+		return st.encodedStream(encoding)
 	case mediaType == "text/event-stream":
 		st.phase = phaseResponseSSE
 		st.sse = sse.NewDecoder(int(st.snap.Settings.MaxBodyBytes))
@@ -88,22 +97,91 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 }
 
 func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
-	if max := st.snap.Settings.MaxBodyBytes; max > 0 && int64(len(body)) > max {
+	max := st.snap.Settings.MaxBodyBytes
+	if max > 0 && int64(len(body)) > max {
 		return st.tooLargeResponse(len(body))
+	}
+	reply := bodyReply
+	if st.answerEncoding != "" {
+		// The server compressed although Accept-Encoding was removed
+		// (readsAnswer): read it decoded, under the same cap as a request;
+		// whatever replaces it goes out decoded.
+		reply = func(_ bool, b []byte, _ bool) *extprocv3.ProcessingResponse { return decodedBodyReply(b) }
+		limit := max
+		if limit <= 0 {
+			limit = 1 << 20
+		}
+		dec, err := contentcoding.Decode(st.answerEncoding, body, limit)
+		if err != nil {
+			if errs := st.unreadableEncoded(err); errs != nil {
+				return reply(true, errs, true)
+			}
+			return st.canned.responseBodyAsIs
+		}
+		body = dec
 	}
 	st.obs.BodyInspected("response", len(body))
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
 		if errs := st.unreadable(body, err); errs != nil {
-			return bodyReply(true, errs, true)
+			return reply(true, errs, true)
 		}
 		return st.canned.responseBodyAsIs
 	}
 	replaced := st.postHooks(msgs)
 	if replaced == nil {
-		return st.canned.responseBodyAsIs
+		return st.canned.responseBodyAsIs // as it came, encoded or not
 	}
-	return bodyReply(true, mcpmsg.Join(msgs, replaced), true)
+	return reply(true, mcpmsg.Join(msgs, replaced), true)
+}
+
+// unreadableEncoded handles a JSON answer whose content-encoding cannot be
+// undone (unknown, corrupt, or over the cap once decoded): refused like an
+// answer that does not parse when anything read from it fails closed,
+// else passed as the server's own.
+func (st *stream) unreadableEncoded(err error) []byte {
+	if !st.overflowFailsClosed() {
+		st.logger().Warn().Err(err).Msg("encoded response cannot be decoded; passed unchanged (plugins fail open)")
+		return nil
+	}
+	st.obs.Immediate("invalid_response")
+	st.logger().Warn().Err(err).Msg("refused: encoded response cannot be decoded, so its post hooks or rules cannot run")
+	why := "the server's answer cannot be inspected: " + err.Error()
+	if errs := st.failPending(why); len(errs) > 0 {
+		return joinErrors(errs)
+	}
+	return mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError, why, nil) // results of other streams only
+}
+
+// encodedStream answers the headers of an SSE answer that comes
+// content-encoded although Accept-Encoding was removed (a middleware that
+// compresses regardless). Its events cannot be read one by one, so when
+// anything read from it fails closed (a pending post hook or list, or a
+// replay a post hook or the rules must read) the whole answer is refused:
+// the pending requests get their JSON-RPC errors, a replay one without an
+// id. Else it passes unread, with a warning.
+func (st *stream) encodedStream(encoding string) *extprocv3.ProcessingResponse {
+	if !st.overflowFailsClosed() {
+		st.logger().Warn().Str("content_encoding", logsafe.Cap(encoding, logsafe.DefaultCap)).Msg("encoded SSE answer passed unread (plugins fail open)")
+		return st.responseNone()
+	}
+	st.phase = phaseResponseNone
+	st.obs.Immediate("invalid_response")
+	st.logger().Warn().Str("content_encoding", logsafe.Cap(encoding, logsafe.DefaultCap)).Msg("refused: SSE answer is content-encoded, so its post hooks or rules cannot run")
+	const why = "the server's answer cannot be inspected: an event stream with content-encoding "
+	errs := st.failPending(why + encoding)
+	if len(errs) == 0 {
+		return jsonRPCReply(http.StatusBadGateway, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError, why+encoding, nil), false, nil)
+	}
+	return jsonRPCReply(http.StatusOK, joinErrors(errs), false, nil)
+}
+
+// joinErrors is one error message as it is, several as a JSON array.
+func joinErrors(errs [][]byte) []byte {
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return joinArray(errs)
 }
 
 // tooLargeResponse applies the on_error policy to a response body that
@@ -117,12 +195,7 @@ func (st *stream) tooLargeResponse(n int) *extprocv3.ProcessingResponse {
 	}
 	st.obs.Immediate("too_large")
 	st.logger().Warn().Int("bytes", n).Int64("limit", max).Msg("refused: response over the inspection limit")
-	errs := st.failPending(fmt.Sprintf("response of %d bytes exceeds the inspection limit of %d bytes", n, max))
-	body := errs[0]
-	if len(errs) > 1 {
-		body = joinArray(errs)
-	}
-	return bodyReply(true, body, true)
+	return bodyReply(true, joinErrors(st.failPending(fmt.Sprintf("response of %d bytes exceeds the inspection limit of %d bytes", n, max))), true)
 }
 
 // unreadable handles a JSON answer that is not valid JSON-RPC. One that
@@ -142,11 +215,7 @@ func (st *stream) unreadable(body []byte, err error) []byte {
 	}
 	st.obs.Immediate("invalid_response")
 	st.logger().Warn().Err(err).Msg("refused: response is not valid JSON-RPC, so its post hooks or rules cannot run")
-	errs := st.failPending("the server's answer cannot be inspected: " + err.Error())
-	if len(errs) == 1 {
-		return errs[0]
-	}
-	return joinArray(errs)
+	return joinErrors(st.failPending("the server's answer cannot be inspected: " + err.Error()))
 }
 
 // failPending answers every pending request with an internal error saying
@@ -182,10 +251,11 @@ func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
 		if m.Kind != mcpmsg.KindResponse && m.Kind != mcpmsg.KindError {
 			continue
 		}
-		p, ok := st.pending[string(m.ID)]
-		if ok {
-			delete(st.pending, string(m.ID))
-		} else if p = st.foreignCall(m.ID); p == nil {
+		key := idKey(m.ID)
+		p, ok := st.pending[string(key)]
+		if ok && key != nil {
+			delete(st.pending, string(key))
+		} else if p = st.foreignCall(m.ID, key); p == nil {
 			continue
 		}
 		if m.Kind == mcpmsg.KindError {
@@ -210,11 +280,11 @@ func (st *stream) postHooks(msgs *mcpmsg.Body) map[int][]byte {
 // foreignCall returns what a response to none of this stream's pending
 // requests answers, or nil when it passes: on a stream that may carry
 // other streams' results, an id not of this stream is looked up.
-func (st *stream) foreignCall(id []byte) *pendingCall {
+func (st *stream) foreignCall(id, key []byte) *pendingCall {
 	if !st.foreign {
 		return nil
 	}
-	if _, mine := st.own[string(id)]; mine {
+	if _, mine := st.own[string(key)]; mine && key != nil {
 		return nil
 	}
 	return st.attribute(id)

@@ -37,6 +37,15 @@ func (st *stream) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 	in.Name, in.Arguments = ruleTarget(m)
 	start := time.Now()
 	v := set.Check(in)
+	if v.Rule == nil && m.Params != nil {
+		// A request that names a prompt or resource without using it
+		// (completion/complete, resources/subscribe) is denied what the
+		// rules hide of that item from this caller's lists.
+		if callMethod, name, ok := mcplist.Referenced(m.Method, m.Params); ok {
+			v.Rule, _ = st.lister(callMethod).Hidden(name)
+			in.Name = name
+		}
+	}
 	st.obs.RuleEvaluation("request", time.Since(start))
 	if v.Rule == nil {
 		return refusal{}, false

@@ -103,7 +103,12 @@ func (d *decisions) find(name, decision string) map[string]any {
 // rulesFront serves upstream behind the fake Envoy with jwt_authn in
 // front and mcp_extproc among the receiving namespaces.
 func rulesFront(t *testing.T, upstream http.Handler, mods ...func(*envoytest.Proxy)) (string, *decisions) {
-	h := newHarness(t, rulesConfig)
+	return rulesFrontWith(t, upstream, harnessOptions{}, mods...)
+}
+
+// rulesFrontWith is rulesFront with the harness options ho.
+func rulesFrontWith(t *testing.T, upstream http.Handler, ho harnessOptions, mods ...func(*envoytest.Proxy)) (string, *decisions) {
+	h := newHarnessWith(t, rulesConfig, ho)
 	h.filter.Forwarding = envoytest.Forwarding{
 		MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn", envoytest.MCPFilterNamespace},
 		ReceivingNamespaces: []string{processor.MetadataNamespace},
@@ -288,7 +293,12 @@ func checkListed(t *testing.T, what string, a answer, id string) {
 // rulesHarness is the harness of rulesConfig with jwt_authn's metadata
 // forwarded; callAs sends body as the caller of token.
 func rulesHarness(t *testing.T) (*harness, func(token, body string, up envoytest.Upstream, kv ...string) *envoytest.Result) {
-	h := newHarness(t, rulesConfig)
+	return rulesHarnessOf(t, rulesConfig)
+}
+
+// rulesHarnessOf is rulesHarness with the config yaml.
+func rulesHarnessOf(t *testing.T, yaml string) (*harness, func(token, body string, up envoytest.Upstream, kv ...string) *envoytest.Result) {
+	h := newHarness(t, yaml)
 	h.filter.Forwarding = envoytest.Forwarding{
 		MetadataNamespaces:  []string{"envoy.filters.http.jwt_authn"},
 		ReceivingNamespaces: []string{processor.MetadataNamespace},
@@ -379,5 +389,50 @@ extproc:
 	withCreds := newHarness(t, rulesYAML+"  allow_credential_headers: true\n")
 	if res := withCreds.do(mcpPost(echoCall, "Cookie", "a=1"), noUpstream(t)); !strings.Contains(string(res.Body), "sees-credentials") {
 		t.Errorf("allow_credential_headers: %s, want the cookie seen", res.Body)
+	}
+}
+
+// TestRulesReferencedItems: completion/complete of a prompt or a resource
+// template and resources/subscribe (and unsubscribe) of a resource are
+// denied what the rules hide of that prompt or resource; the others reach
+// the server.
+func TestRulesReferencedItems(t *testing.T) {
+	const yaml = `plugins: []
+extproc:
+  identity:
+    sources:
+      - jwt_metadata: {key: jwt_payload, claims: {roles: roles}}
+  rules:
+    - name: admin-prompts
+      deny: 'mcp.method == "prompts/get" && mcp.name.startsWith("admin_") && !("admin" in identity.roles)'
+    - name: private-files
+      deny: 'mcp.method == "resources/read" && mcp.name.startsWith("file:///private/")'
+`
+	_, callAs := rulesHarnessOf(t, yaml)
+	ok := `{"jsonrpc":"2.0","id":1,"result":{}}`
+	for _, tc := range []struct {
+		name, token, body, rule string // rule "": reaches the server
+	}{
+		{"complete a hidden prompt", "dev-token", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"admin_report"},"argument":{"name":"a","value":"b"}}}`, "admin-prompts"},
+		{"complete it as admin", "admin-token", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"admin_report"},"argument":{"name":"a","value":"b"}}}`, ""},
+		{"complete another prompt", "dev-token", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"greeting"},"argument":{"name":"a","value":"b"}}}`, ""},
+		{"complete a hidden template", "admin-token", `{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/resource","uri":"file:///private/{name}"},"argument":{"name":"name","value":"x"}}}`, "private-files"},
+		{"subscribe to a hidden resource", "admin-token", `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///private/keys"}}`, "private-files"},
+		{"unsubscribe from it", "dev-token", `{"jsonrpc":"2.0","id":1,"method":"resources/unsubscribe","params":{"uri":"file:///private/keys"}}`, "private-files"},
+		{"subscribe to another resource", "dev-token", `{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"file:///public/news"}}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			up := jsonUpstream(http.StatusOK, ok)
+			if tc.rule != "" {
+				up = noUpstream(t)
+			}
+			res := callAs(tc.token, tc.body, up)
+			switch {
+			case tc.rule == "" && string(res.Body) != ok:
+				t.Errorf("got %d %s, want the server's answer", res.Status, res.Body)
+			case tc.rule != "" && !strings.Contains(string(res.Body), "denied by rule "+tc.rule):
+				t.Errorf("got %d %s, want a denial by %s", res.Status, res.Body, tc.rule)
+			}
+		})
 	}
 }

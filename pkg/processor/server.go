@@ -90,6 +90,7 @@ type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 	opts     Options
 	canned   *canned
+	accepted *attribution.Accepted // sessions a server accepted (commitRecords)
 	draining atomic.Bool
 	open     atomic.Int64
 	// warned* make a filter misconfiguration loud once, not once per request.
@@ -104,7 +105,7 @@ func New(opts Options) *Server {
 	if opts.Attribution == nil {
 		opts.Attribution = attribution.New(attribution.Options{})
 	}
-	return &Server{opts: opts, canned: newCanned()}
+	return &Server{opts: opts, canned: newCanned(), accepted: attribution.NewAccepted(0, 0, nil)}
 }
 
 // Drain makes the server refuse new streams; open streams run to their end.
@@ -127,7 +128,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		s.open.Add(-1)
 		s.opts.Observer.StreamClosed()
 	}()
-	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned)
+	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned, s.accepted)
 	for first := true; ; first = false {
 		req, err := srv.Recv()
 		if err != nil {

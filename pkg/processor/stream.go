@@ -67,6 +67,9 @@ type stream struct {
 	refused  *extprocv3.ProcessingResponse
 	std      stdHeaders // MCP 2026-07-28 standard headers (decide.go)
 	encoding string     // content-encoding of the request body, "" for identity
+	// answerEncoding is the content-encoding of a response body that is
+	// read, "" for identity (response.go).
+	answerEncoding string
 	// raw are header values kept as received until a plugin call or a log
 	// line needs them (ensureContext).
 	raw rawHeaders
@@ -124,15 +127,17 @@ type stream struct {
 
 	// attr is the sidecar's memory of forwarded requests and tasks
 	// (attribute.go); a store shared by replicas may write behind the
-	// request (syncRecords). foreign: responses to requests of other streams are
+	// request (commitRecords). foreign: responses to requests of other streams are
 	// looked up there (a GET stream; a POST stream whose response is
 	// read). own: ids of this stream's requests, whose answers need no
 	// lookup.
 	attr     attribution.Store
 	foreign  bool
 	own      map[string]struct{}
-	post     int8 // postConfigured's answer: 0 unknown, 1 no, 2 yes
-	recorded bool // a request of this stream was recorded (syncRecords)
+	post     int8            // postConfigured's answer: 0 unknown, 1 no, 2 yes
+	records  []requestRecord // to record once the server accepted them (commitRecords)
+	recorded bool            // records were written: a replica may wait for them (syncRecords)
+	accepted *attribution.Accepted
 
 	// headers are the request headers of a POST whose body is read;
 	// mcpHeaders the standard ones of MCP 2026-07-28 among them, taken
@@ -159,8 +164,8 @@ type pendingCall struct {
 	list *mcplist.List
 }
 
-func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned) *stream {
-	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c, attr: opts.Attribution,
+func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned, accepted *attribution.Accepted) *stream {
+	return &stream{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c, attr: opts.Attribution, accepted: accepted,
 		withHeaders: opts.WithHeaders, logBodies: opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel}
 }
 

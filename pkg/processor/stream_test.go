@@ -55,7 +55,7 @@ func rewrite(json.RawMessage) executor.Outcome {
 
 func testStream(h Hooks) *stream {
 	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})}, newCanned())
+	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})}, newCanned(), nil)
 }
 
 func headerMap(kv ...string) *corev3.HeaderMap {
@@ -405,7 +405,7 @@ func TestLogBodies(t *testing.T) {
 		var buf bytes.Buffer
 		set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
 		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{}},
-			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies}, newCanned())
+			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies}, newCanned(), nil)
 		st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 			Headers: headerMap(":method", "POST", ":path", "/mcp", "authorization", secret, "x-api-key", "s3cret-key", "x-tenant", "acme")}}})
 		st.handle(requestBody(toolCall))
