@@ -48,7 +48,7 @@ func (st *stream) readsReplays() bool {
 // configured its response headers are asked for, to read an SSE body. A
 // DELETE ends an MCP session: its entries are forgotten (a later replay is
 // unattributable, the safe direction). Everything else passes untouched.
-func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3.ProcessingResponse {
+func (st *stream) otherRequest(h *extprocv3.HttpHeaders, method, path string, authority []byte) *extprocv3.ProcessingResponse {
 	if (method != http.MethodGet && method != http.MethodDelete) || !st.snap.Settings.IsMCPPath(path) || !st.readsReplays() {
 		return st.passThrough()
 	}
@@ -60,6 +60,9 @@ func (st *stream) otherRequest(method, path string, authority []byte) *extprocv3
 		return st.passThrough()
 	}
 	st.path, st.authority = path, string(authority)
+	// A replayed list is filtered for this GET's caller: the rules read
+	// its headers (request.headers), as they read a POST's.
+	st.headers = h.GetHeaders()
 	st.foreign = true
 	st.phase = phaseRequestSeen
 	st.obs.ModeOverride("response_headers")

@@ -41,7 +41,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.Processing
 // decideRequest chooses what to ask Envoy for (see requestHeaders).
 func (st *stream) decideRequest(h *extprocv3.HttpHeaders, method, path string, authority []byte, encoding string) *extprocv3.ProcessingResponse {
 	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
-		return st.otherRequest(method, path, authority)
+		return st.otherRequest(h, method, path, authority)
 	}
 	st.encoding = encoding
 	st.path, st.authority = path, string(authority)

@@ -3,6 +3,7 @@ package processor_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -434,5 +435,81 @@ extproc:
 				t.Errorf("got %d %s, want a denial by %s", res.Status, res.Body, tc.rule)
 			}
 		})
+	}
+}
+
+// TestReplayedListFilteredForItsCaller: a tools/list answer replayed on a
+// GET that resumes its stream (Last-Event-ID) is filtered for the caller
+// of that GET, whether the rules read the verified identity or the
+// request's headers: an admin's replay is whole, a guest's filtered, also
+// after the POST was dropped at its priming event.
+func TestReplayedListFilteredForItsCaller(t *testing.T) {
+	const headerRules = `plugins: []
+extproc:
+  rules:
+    - name: admins-delete
+      deny: 'mcp.name == "delete_file" && request.headers["x-role"] != "admin"'
+    - name: ops-only
+      deny: 'mcp.name.startsWith("ops_") && request.headers["x-role"] != "admin"'
+`
+	headerFront := func(t *testing.T) string { return newHarness(t, headerRules).front(rulesServer(false)) }
+	jwtFront := func(t *testing.T) string { endpoint, _ := rulesFront(t, rulesServer(false)); return endpoint }
+	for _, tc := range []struct {
+		name         string
+		front        func(*testing.T) string
+		admin, guest []string // request headers of each caller
+	}{
+		{"request.headers", headerFront, []string{"X-Role", "admin"}, []string{"X-Role", "guest"}},
+		{"jwt identity", jwtFront, []string{"Authorization", "Bearer admin-token"}, []string{"Authorization", "Bearer dev-token"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			endpoint := tc.front(t)
+			s := goSession(t, endpoint)
+			for _, dropped := range []bool{false, true} {
+				var stop func(event) bool
+				if dropped {
+					stop = func(event) bool { return true }
+				}
+				id := 2
+				if dropped {
+					id = 3
+				}
+				body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/list"}`, id)
+				post := rpcDo(t, endpoint, http.MethodPost, with(s, tc.admin...), body, stop)
+				if len(post.Events) == 0 || post.Events[0].ID == "" {
+					t.Fatalf("POST: %q, want a primed event stream", post.Body)
+				}
+				if !dropped {
+					checkWhole(t, "admin's POST", post, fmt.Sprint(id))
+				}
+				replay := func(caller []string) answer {
+					h := with(s, append([]string{"Last-Event-ID", post.Events[0].ID}, caller...)...)
+					// The server may not have seen the dropped POST end yet.
+					for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+						a := rpcDo(t, endpoint, http.MethodGet, h, "", nil)
+						if !strings.Contains(string(a.Body), "conflicts with ongoing stream") || time.Now().After(deadline) {
+							return a
+						}
+					}
+				}
+				checkWhole(t, fmt.Sprintf("admin's GET replay (dropped %v)", dropped), replay(tc.admin), fmt.Sprint(id))
+				checkListed(t, fmt.Sprintf("guest's GET replay (dropped %v)", dropped), replay(tc.guest), fmt.Sprint(id))
+			}
+		})
+	}
+}
+
+// checkWhole fails unless the answer with id lists the first page whole:
+// delete_file, echo, ops_drain.
+func checkWhole(t *testing.T, what string, a answer, id string) {
+	t.Helper()
+	r, ok := responsesOf(t, a)[id]
+	if !ok {
+		t.Fatalf("%s: no answer %s in %q", what, id, a.Body)
+	}
+	for _, name := range []string{"delete_file", "echo", "ops_drain"} {
+		if !strings.Contains(string(r.Result), `"name":"`+name+`"`) {
+			t.Errorf("%s: %s missing from %s", what, name, r.Result)
+		}
 	}
 }
