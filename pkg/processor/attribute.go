@@ -80,6 +80,9 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 	if !st.recordsRequests() {
 		return
 	}
+	// A session a server accepted lately is recorded at once (no message
+	// waits for it); any other waits for the answer (commitRecords).
+	now := st.accepted.Has(st.sessionID)
 	for i := range msgs.Messages {
 		m := &msgs.Messages[i]
 		if m.Kind != mcpmsg.KindRequest {
@@ -92,6 +95,10 @@ func (st *stream) remember(msgs *mcpmsg.Body) {
 				continue
 			}
 			o.Name = name
+		}
+		if now {
+			st.record(idKey(m.ID), o)
+			continue
 		}
 		st.records = append(st.records, requestRecord{id: string(idKey(m.ID)), origin: o})
 	}
@@ -106,7 +113,7 @@ func (st *stream) recordsRequests() bool {
 // awaitsAcceptance reports whether this request's ids can only be
 // recorded once the server's answer shows it accepted the session: its
 // answer's headers are then needed (needs). A session a server accepted
-// lately is recorded at once (recordAccepted), costing no message.
+// lately is recorded at once (remember), costing no message.
 func (st *stream) awaitsAcceptance() bool {
 	return st.recordsRequests() && !st.accepted.Has(st.sessionID)
 }
@@ -116,15 +123,6 @@ func (st *stream) awaitsAcceptance() bool {
 type requestRecord struct {
 	id     string
 	origin attribution.Origin
-}
-
-// recordAccepted writes the records at the request body when a server
-// accepted this session lately; else they wait for its answer
-// (commitRecords).
-func (st *stream) recordAccepted() {
-	if len(st.records) > 0 && st.accepted.Has(st.sessionID) {
-		st.writeRecords()
-	}
 }
 
 // commitRecords is called at the response headers, before anything of the
@@ -160,16 +158,21 @@ func (st *stream) commitRecords(status int, mediaType string) {
 	}
 }
 
-// writeRecords writes the records to the store.
+// writeRecords writes the records that waited for the answer.
 func (st *stream) writeRecords() {
 	for _, r := range st.records {
-		if err := st.attr.Record(st.ctx, st.sessionID, []byte(r.id), r.origin); err != nil {
-			st.logger().Debug().Err(err).Str("method", r.origin.Method).Msg("request not recorded for attribution")
-			continue
-		}
-		st.recorded = true
+		st.record([]byte(r.id), r.origin)
 	}
 	st.records = nil
+}
+
+// record writes one request's record to the store.
+func (st *stream) record(id []byte, o attribution.Origin) {
+	if err := st.attr.Record(st.ctx, st.sessionID, id, o); err != nil {
+		st.logger().Debug().Err(err).Str("method", o.Method).Msg("request not recorded for attribution")
+		return
+	}
+	st.recorded = true
 }
 
 // targetOf returns the target name of a routed request: from its params,

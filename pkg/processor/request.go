@@ -237,7 +237,6 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 		return st.refuse(msgs, ed.refusals)
 	}
 	st.remember(msgs)
-	st.recordAccepted()
 	st.ownIDs(msgs)
 	return st.forwardRequest(body, msgs, &ed, decoded)
 }
