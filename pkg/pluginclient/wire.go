@@ -102,13 +102,13 @@ func (w wireConn) Close() error { return w.c.Close() }
 
 // wireError maps a transport error to this package's vocabulary: a lost
 // connection (wireconn.ErrConnLost is ErrConnLost) and a connection closed
-// under the call (it never reached the plugin) are ErrConnLost; timeouts,
-// cancellations and invalid replies keep their cause; anything else was
-// the server's answer refusing this one call (a gRPC status, a frame too
-// large) and wraps ErrRefused.
+// under the call (it never reached the plugin) are ErrConnLost; a call
+// that got no answer, timeouts, cancellations and invalid replies keep
+// their cause; anything else was the server's answer refusing this one
+// call (a gRPC status, a frame too large) and wraps ErrRefused.
 func wireError(err error) error {
 	switch {
-	case err == nil, errors.Is(err, ErrConnLost), errors.Is(err, ErrInvalidReply),
+	case err == nil, errors.Is(err, ErrConnLost), errors.Is(err, wireconn.ErrNoAnswer), errors.Is(err, ErrInvalidReply),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, wireconn.ErrClosed):

@@ -2,10 +2,13 @@
 // with optional TLS or mutual TLS, or gRPC over a Unix socket): one
 // grpc.ClientConn per plugin server, multiplexing every call over HTTP/2.
 //
-// Errors follow [wireconn]: a call that got no answer (status UNAVAILABLE)
-// is retried once, after waiting up to [Options.RetryWait] for the
-// connection to come back, and then wraps [wireconn.ErrConnLost]. A
-// plugin-reported error comes back with status OK and is in the reply.
+// Errors follow [wireconn]: a call that got no answer (status UNAVAILABLE:
+// gRPC does not tell a call that never left from one whose connection died
+// under it) wraps [wireconn.ErrNoAnswer]; it is never retried here. The
+// plugin client alone retries, once: on this connection when [Conn.Health]
+// (which waits up to a second for the connection to be ready again)
+// answers, else on a rebuilt one. A plugin-reported error comes back with
+// status OK and is in the reply.
 package grpcconn
 
 import (
@@ -34,7 +37,9 @@ import (
 const (
 	DefaultReconnectDelay = config.DefaultReconnectDelay
 	DefaultMaxBackoff     = 2 * time.Second
-	DefaultRetryWait      = time.Second
+	// HealthReadyWait bounds how long Health waits for the connection to
+	// be ready.
+	HealthReadyWait = time.Second
 	// Keepalive pings only while a call is open, no more often than once a
 	// minute: inside the default enforcement policy of grpc-go and Python
 	// gRPC servers (which answer more frequent pings with GOAWAY), and
@@ -60,10 +65,6 @@ type Options struct {
 	ReconnectDelay time.Duration
 	// MaxBackoff caps the delay between reconnection attempts (default 2 s).
 	MaxBackoff time.Duration
-	// RetryWait bounds how long the one retry of a call that got no answer
-	// waits for the connection to be ready again (default 1 s; always
-	// within the call's own deadline).
-	RetryWait time.Duration
 	// DialOptions are appended to the ones built here.
 	DialOptions []grpc.DialOption
 }
@@ -71,10 +72,9 @@ type Options struct {
 // Conn is a gRPC connection to one plugin server. It is safe for
 // concurrent use and implements [wireconn.Conn].
 type Conn struct {
-	cc        *grpc.ClientConn
-	plugins   cpexpb.PluginServiceClient
-	health    cpexpb.HealthClient
-	retryWait time.Duration
+	cc      *grpc.ClientConn
+	plugins cpexpb.PluginServiceClient
+	health  cpexpb.HealthClient
 }
 
 var _ wireconn.Conn = (*Conn)(nil)
@@ -97,9 +97,6 @@ func New(target string, opts Options) (*Conn, error) {
 	if opts.MaxBackoff <= 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
 	}
-	if opts.RetryWait <= 0 {
-		opts.RetryWait = DefaultRetryWait
-	}
 	creds := insecure.NewCredentials()
 	if opts.TLS != nil {
 		creds = credentials.NewTLS(opts.TLS)
@@ -117,7 +114,7 @@ func New(target string, opts Options) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("grpc client for %s: %w", target, err)
 	}
-	return &Conn{cc: cc, plugins: cpexpb.NewPluginServiceClient(cc), health: cpexpb.NewHealthClient(cc), retryWait: opts.RetryWait}, nil
+	return &Conn{cc: cc, plugins: cpexpb.NewPluginServiceClient(cc), health: cpexpb.NewHealthClient(cc)}, nil
 }
 
 // PluginConfig implements [wireconn.Conn.PluginConfig].
@@ -144,10 +141,20 @@ func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string
 
 // Health implements [wireconn.Conn.Health] with cpex.Health/Check (cpex
 // servers do not serve grpc.health.v1).
+//
+// The probe waits for the connection to be ready for at most
+// [HealthReadyWait] (inside ctx): after a plugin restart, grpc-go
+// reconnects by itself, and a call that got no answer is then retried on
+// this connection.
 func (c *Conn) Health(ctx context.Context) error {
 	var resp *cpexpb.HealthCheckResponse
 	err := c.call(ctx, "Health", func(ctx context.Context, o ...grpc.CallOption) (err error) {
-		resp, err = c.health.Check(ctx, &cpexpb.HealthCheckRequest{}, o...)
+		hctx, cancel := context.WithTimeout(ctx, HealthReadyWait)
+		defer cancel()
+		resp, err = c.health.Check(hctx, &cpexpb.HealthCheckRequest{}, append(o, grpc.WaitForReady(true))...)
+		if err != nil && hctx.Err() != nil && ctx.Err() == nil {
+			err = status.Error(codes.Unavailable, "not ready within "+HealthReadyWait.String())
+		}
 		return err
 	})
 	if err != nil {
@@ -162,20 +169,10 @@ func (c *Conn) Health(ctx context.Context) error {
 // Close implements [wireconn.Conn.Close].
 func (c *Conn) Close() error { return c.cc.Close() }
 
-// call runs one RPC, retrying once a call that got no answer: the retry
-// waits for the connection to be ready for at most retryWait (inside ctx).
+// call runs one RPC and classifies its error: one attempt, whatever
+// happens (pluginclient decides whether to try again).
 func (c *Conn) call(ctx context.Context, what string, rpc func(context.Context, ...grpc.CallOption) error) error {
-	err := classify(what, rpc(ctx))
-	if !errors.Is(err, wireconn.ErrConnLost) || ctx.Err() != nil {
-		return err
-	}
-	rctx, cancel := context.WithTimeout(ctx, c.retryWait)
-	defer cancel()
-	retryErr := rpc(rctx, grpc.WaitForReady(true))
-	if retryErr != nil && rctx.Err() != nil && ctx.Err() == nil {
-		return err // the connection did not come back in time: the first loss stands
-	}
-	return classify(what, retryErr)
+	return classify(what, rpc(ctx))
 }
 
 // classify maps a gRPC error: UNAVAILABLE (nothing answered) wraps
@@ -188,7 +185,7 @@ func classify(what string, err error) error {
 	st, _ := status.FromError(err)
 	switch st.Code() {
 	case codes.Unavailable:
-		return fmt.Errorf("%s: %w: %s", what, wireconn.ErrConnLost, st.Message())
+		return fmt.Errorf("%s: %w: %s", what, wireconn.ErrNoAnswer, st.Message())
 	case codes.Canceled:
 		if errors.Is(err, grpc.ErrClientConnClosing) || st.Message() == grpc.ErrClientConnClosing.Error() {
 			return fmt.Errorf("%s: %w", what, wireconn.ErrClosed)

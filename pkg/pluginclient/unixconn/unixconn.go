@@ -5,11 +5,13 @@
 // and dialled again (reconnect_attempts times, reconnect_delay apart) by
 // the next call that needs it.
 //
-// Errors follow [wireconn]: a call that got no answer (refused, reset,
-// closed before the reply) is retried once on a fresh connection, and then
-// wraps [wireconn.ErrConnLost]. A call that waits longer than the read
-// timeout or its context fails with a context error; its connection is
-// closed (a late reply would answer the next request).
+// Errors follow [wireconn]: a call whose connection was reset or closed
+// before the reply wraps [wireconn.ErrNoAnswer] (the server may still be
+// there: the plugin client asks Health, which dials afresh, before its one
+// retry); a socket nobody listens on (the dial fails) wraps
+// [wireconn.ErrConnLost]. Nothing is retried here. A call that waits
+// longer than the read timeout or its context fails with a context error;
+// its connection is closed (a late reply would answer the next request).
 package unixconn
 
 import (
@@ -146,8 +148,7 @@ func (s *slot) drop() {
 	}
 }
 
-// roundTrip sends req and reads resp on a pooled connection, retrying
-// once on a fresh connection when nothing was answered.
+// roundTrip sends req and reads resp on a pooled connection: one attempt.
 func (c *Conn) roundTrip(ctx context.Context, what string, req, resp proto.Message) error {
 	var s *slot
 	select {
@@ -158,11 +159,7 @@ func (c *Conn) roundTrip(ctx context.Context, what string, req, resp proto.Messa
 		return fmt.Errorf("%s: waiting for a connection: %w", what, ctx.Err())
 	}
 	defer c.release(s)
-	err := c.exchange(ctx, s, req, resp)
-	if errors.Is(err, wireconn.ErrConnLost) && ctx.Err() == nil {
-		err = c.exchange(ctx, s, req, resp)
-	}
-	if err != nil {
+	if err := c.exchange(ctx, s, req, resp); err != nil {
 		return fmt.Errorf("%s %s: %w", what, c.path, err)
 	}
 	return nil
@@ -243,7 +240,7 @@ func (c *Conn) ioError(ctx context.Context, err error) error {
 		return fmt.Errorf("no reply within the read timeout: %w", context.DeadlineExceeded)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE), errors.Is(err, net.ErrClosed):
-		return fmt.Errorf("%w: %v", wireconn.ErrConnLost, err)
+		return fmt.Errorf("%w: %v", wireconn.ErrNoAnswer, err)
 	}
 	return err
 }
