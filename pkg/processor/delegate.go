@@ -66,13 +66,13 @@ func (st *stream) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation, e
 	set := map[string]string{}
 	for k, v := range d.ForwardedHeaders {
 		k = strings.ToLower(k)
-		if !settableHeader(k, v, false, true) {
+		if !hookfamily.MaySetHeader(cpex.TokenDelegate, k, v, false, true) {
 			st.logger().Info().Str("header", k).Msg("token_delegate: forwarded header not set (not a header plugins may set)")
 			continue
 		}
 		set[k] = v
 	}
-	if len(d.ForwardedHeaders) == 0 && d.DelegatedToken != "" && settableHeader("authorization", "Bearer "+d.DelegatedToken, false, true) {
+	if len(d.ForwardedHeaders) == 0 && d.DelegatedToken != "" && hookfamily.MaySetHeader(cpex.TokenDelegate, "authorization", "Bearer "+d.DelegatedToken, false, true) {
 		set["authorization"] = "Bearer " + d.DelegatedToken
 	}
 	for k, v := range set {

@@ -9,7 +9,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
@@ -165,27 +164,6 @@ func (st *stream) preRequest(h *extprocv3.HttpHeaders, method, path string, head
 	}
 	st.headerSets = sets
 	return nil
-}
-
-// settableHeader reports whether a plugin may set header k to v.
-func settableHeader(k, v string, clientSent, allowCredentials bool) bool {
-	switch {
-	case k == "" || strings.HasPrefix(k, ":") || k == "host" || strings.HasPrefix(k, "x-envoy"):
-		return false
-	case k == "content-length" || k == "transfer-encoding" || k == "content-encoding" || k == "connection" ||
-		k == "te" || k == "upgrade" || k == "keep-alive":
-		return false
-	case isStandardHeader(k) || k == "mcp-protocol-version" || k == "mcp-session-id":
-		return false
-	case (config.IsCredentialHeader(k) || k == "set-cookie") && clientSent && !allowCredentials:
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if c := k[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
-			return false
-		}
-	}
-	return !strings.ContainsAny(v, "\r\n\x00")
 }
 
 // withSetHeaders returns resp with sets added to the header mutation of

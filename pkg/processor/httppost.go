@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 )
 
 // http_post_request runs at the response headers of a request to an MCP
@@ -87,7 +88,8 @@ func (st *stream) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *ext
 }
 
 // settableSets returns the headers of set that differ from have and a
-// plugin may set (settableHeader); the others are logged by name only.
+// plugin answering hook may set (hookfamily.MaySetHeader); the others
+// are logged by name only.
 func (st *stream) settableSets(hook cpex.HookType, have, set map[string]string) map[string]string {
 	var out map[string]string
 	for k, v := range set {
@@ -96,7 +98,7 @@ func (st *stream) settableSets(hook cpex.HookType, have, set map[string]string) 
 		if sent && old == v {
 			continue
 		}
-		if !settableHeader(k, v, sent, st.snap.Settings.AllowCredentialHeaders) {
+		if !hookfamily.MaySetHeader(hook, k, v, sent, st.snap.Settings.AllowCredentialHeaders) {
 			st.logger().Info().Str("header", k).Msg(string(hook) + ": header not set (not a header plugins may set)")
 			continue
 		}

@@ -179,7 +179,7 @@ func (st *stream) rewriteRequest(i int, m *mcpmsg.Message, route *hookfamily.Rou
 	ed.replaced[i] = msg
 	for k, v := range edit.Headers {
 		k = strings.ToLower(k)
-		if st.forwarded[k] == v || forbiddenHeader(k) {
+		if st.forwarded[k] == v || !hookfamily.MaySetHeader(route.Family.Pre, k, v, findHeader(st.headers, k) != nil, st.snap.Settings.AllowCredentialHeaders) {
 			continue
 		}
 		if ed.headers == nil {
@@ -192,14 +192,6 @@ func (st *stream) rewriteRequest(i int, m *mcpmsg.Message, route *hookfamily.Rou
 		return
 	}
 	st.logger().Debug().Str("hook", string(route.Family.Pre)).Str("target", logsafe.Cap(targetName(route, m), logsafe.DefaultCap)).Msg("request rewritten by plugins")
-}
-
-// forbiddenHeader lists headers a plugin may not set on the upstream
-// request: pseudo-headers, Envoy's own (every name starting with "x-envoy",
-// docs/extproc-contract.md §5) and the framing headers.
-func forbiddenHeader(k string) bool {
-	return strings.HasPrefix(k, ":") || strings.HasPrefix(k, "x-envoy") ||
-		k == "host" || k == "content-length" || k == "transfer-encoding"
 }
 
 // refusal is one message the sidecar answers itself instead of forwarding.

@@ -188,6 +188,7 @@ func TestRequestModified(t *testing.T) {
 		script   pluginserver.HookFunc
 		wantBody string
 		header   [2]string // a header the upstream must get
+		absent   []string  // headers the upstream must not get
 	}{{
 		name:     "tool arguments",
 		body:     `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"mail bob@example.com"},"_meta":{"progressToken":"p-3"}}}`,
@@ -199,6 +200,17 @@ func TestRequestModified(t *testing.T) {
 		script:   plugintest.Replace(map[string]any{"name": "safe-echo", "args": map[string]any{"message": "hello"}, "headers": map[string]string{"X-Guard": "checked"}}),
 		wantBody: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"safe-echo","arguments":{"message":"hello"}}}`,
 		header:   [2]string{"X-Guard", "checked"},
+	}, {
+		// The header policy (hookfamily.MaySetHeader): a pre hook sets no
+		// framing, encoding or MCP protocol header, and no credential the
+		// client sent.
+		name: "headers no plugin may set",
+		body: echoCall,
+		script: plugintest.Replace(map[string]any{"name": "echo", "args": map[string]any{"message": "hi"}, "headers": map[string]string{
+			"Content-Encoding": "gzip", "Mcp-Session-Id": "another", "Mcp-Method": "ping", "X-Envoy-Foo": "1", "X-Guard": "checked"}}),
+		wantBody: `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}`,
+		header:   [2]string{"X-Guard", "checked"},
+		absent:   []string{"Content-Encoding", "Mcp-Session-Id", "Mcp-Method", "X-Envoy-Foo"},
 	}, {
 		name:     "prompt arguments",
 		body:     `{"jsonrpc":"2.0","id":9,"method":"prompts/get","params":{"name":"args-prompt","arguments":{"city":"Paris"}}}`,
@@ -228,6 +240,11 @@ func TestRequestModified(t *testing.T) {
 			if tt.header[0] != "" {
 				if got := up.Headers.Get(tt.header[0]); got != tt.header[1] {
 					t.Errorf("header %s %q, want %q", tt.header[0], got, tt.header[1])
+				}
+			}
+			for _, k := range tt.absent {
+				if got, ok := up.Headers[k]; ok {
+					t.Errorf("header %s %q reached the upstream", k, got)
 				}
 			}
 		})
