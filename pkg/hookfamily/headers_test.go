@@ -14,7 +14,7 @@ func TestHeaderPolicy(t *testing.T) {
 	// the client's request.
 	type class struct {
 		name, header, value string
-		clientSent         bool
+		clientSent          bool
 	}
 	classes := []class{
 		{"ordinary", "x-tenant-route", "blue", false},
