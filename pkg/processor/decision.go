@@ -53,14 +53,11 @@ func decisionRank(outcome string) int {
 	return 0
 }
 
-// decision is what was decided about one request.
+// decision is what was decided about one request, and the reply that
+// carries it.
 type decision struct {
-	method, name string
-	outcome      string // "" before the body is read
-	by, byKind   string // the plugin's or rule's name, and which of the two
-	code         string // the violation's code, when blocked by a plugin
-	user, tenant string
-	dirty        bool // changed since it was last sent
+	decisionValues
+	dirty bool // changed since it was last sent
 	// sent reports that a reply carrying the decision went out. The first
 	// such reply is built in reply and buf, so that writing the decision
 	// costs no allocation; a later one (a raised outcome) is allocated, as
@@ -68,6 +65,15 @@ type decision struct {
 	sent  bool
 	reply extprocv3.ProcessingResponse
 	buf   [decisionBufSize]byte
+}
+
+// decisionValues are the fields of a decision Envoy is sent.
+type decisionValues struct {
+	method, name string
+	outcome      string // "" before the body is read
+	by, byKind   string // the plugin's or rule's name, and which of the two
+	code         string // the violation's code, when blocked by a plugin
+	user, tenant string
 }
 
 // decisionBufSize holds a decision with a tool name, a user and a tenant
@@ -84,7 +90,7 @@ func (d *decision) raise(outcome, by, byKind, code string) {
 
 // fields calls f with each of the decision's set fields, by the name
 // Envoy's access log and filters read it under.
-func (d *decision) fields(f func(k, v string)) {
+func (d *decisionValues) fields(f func(k, v string)) {
 	for _, kv := range [...][2]string{
 		{"method", d.method},
 		{"name", d.name},
@@ -103,7 +109,7 @@ func (d *decision) fields(f func(k, v string)) {
 
 // metadata returns the decision as the namespace's Struct (what
 // appendMetadata encodes, for tests).
-func (d *decision) metadata() *structpb.Struct {
+func (d *decisionValues) metadata() *structpb.Struct {
 	f := make(map[string]*structpb.Value, 8)
 	d.fields(func(k, v string) { f[k] = structpb.NewStringValue(v) })
 	return &structpb.Struct{Fields: f}
@@ -144,7 +150,7 @@ func (st *stream) withDecision(resp *extprocv3.ProcessingResponse) *extprocv3.Pr
 	d.sent = true
 	copyReply(out, resp)
 	buf = append(buf, resp.ProtoReflect().GetUnknown()...)
-	out.ProtoReflect().SetUnknown(appendMetadata(buf, d))
+	out.ProtoReflect().SetUnknown(appendMetadata(buf, &d.decisionValues))
 	return out
 }
 
@@ -166,7 +172,7 @@ const (
 // proto.Marshal makes of {MetadataNamespace: d.metadata()}, its map
 // entries in a fixed order. A value that is not valid UTF-8 (a header's
 // bytes) has its bad bytes replaced, as a proto3 string must be UTF-8.
-func appendMetadata(b []byte, d *decision) []byte {
+func appendMetadata(b []byte, d *decisionValues) []byte {
 	inner := 0
 	d.fields(func(k, v string) { inner += entrySize(k, stringValueSize(v)) })
 	nsValue := protowire.SizeTag(fieldValueStruct) + protowire.SizeBytes(inner)

@@ -20,22 +20,21 @@ import (
 func TestDecisionWire(t *testing.T) {
 	canned := &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestBody{RequestBody: &extprocv3.BodyResponse{}}}
 	long := strings.Repeat("t", decisionBufSize) // past the in-place buffer
-	for _, d := range []decision{
+	for _, d := range []decisionValues{
 		{method: "tools/list", outcome: decisionAllowed},
 		{method: "tools/call", name: "echo", outcome: decisionBlocked, by: "Guard", byKind: byPlugin, code: "DENY", user: "alice", tenant: "acme"},
 		{method: "tools/call", name: long, outcome: decisionModified, by: "r1", byKind: byRule, user: long},
 		{method: "tools/call", name: "x", outcome: decisionAllowed, user: "bad\xffbyte"},
 	} {
 		st := &stream{}
-		st.decision = d
-		st.decision.dirty = true
+		st.decision.decisionValues, st.decision.dirty = d, true
 		first := st.withDecision(canned)
 		b1 := marshalDecoded(t, first)
 		checkDecision(t, b1, canned, &d)
 
 		st.decision.raise(decisionBlocked, "later", byRule, "")
-		raised := st.decision
-		if !raised.dirty { // already blocked: nothing to send again
+		raised := st.decision.decisionValues
+		if !st.decision.dirty { // already blocked: nothing to send again
 			if again := st.withDecision(canned); again != canned {
 				t.Error("an unchanged decision was sent again")
 			}
@@ -69,7 +68,7 @@ func marshalDecoded(t *testing.T, r *extprocv3.ProcessingResponse) *extprocv3.Pr
 	return &out
 }
 
-func checkDecision(t *testing.T, got, canned *extprocv3.ProcessingResponse, d *decision) {
+func checkDecision(t *testing.T, got, canned *extprocv3.ProcessingResponse, d *decisionValues) {
 	t.Helper()
 	want := proto.Clone(canned).(*extprocv3.ProcessingResponse)
 	md := d.metadata()
