@@ -82,9 +82,15 @@ fmt-check: ## fail if a file needs gofmt
 # under race) and has no goroutine of the product to watch there.
 STATIC_CHECKS := ./internal/deploytest
 
-unit: ## every test: the race detector on all but the static deploy checks
+# BUDGETS are the tests that count allocations per exchange: the race
+# detector allocates on its own, so they skip under -race and run here
+# once more without it (pkg/processor/budget_test.go).
+BUDGETS := ./pkg/processor
+
+unit: ## every test: the race detector on all but the static deploy checks; allocation budgets without it
 	$(GO) test -race -trimpath -count=1 -timeout 10m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(STATIC_CHECKS))")
 	$(GO) test -trimpath -count=1 -timeout 10m $(STATIC_CHECKS)
+	$(GO) test -trimpath -count=1 -timeout 5m -run 'Budget' $(BUDGETS)
 
 # run-fuzz runs every target of FUZZ_TARGETS for the budget $(1), two at a
 # time with one worker each: most of a short run is starting it (building,
