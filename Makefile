@@ -3,7 +3,8 @@
 #               (DEMO_FLAGS=-transports=mcp,grpc: the policy split over MCP and gRPC;
 #               DEMO_FLAGS=-keep: keep the stack up until Ctrl-C)
 #   make test   vet, format check, race-enabled tests (with the chart's helm
-#               checks: bin/helm is built once), short fuzz runs
+#               checks: helm is built once per machine), the fuzz targets'
+#               seed corpora as plain tests, allocation budgets
 # Everything else is optional (`make help` lists it). Only Go (see go.mod)
 # must be installed; the Makefile fetches the modules it needs.
 #
@@ -15,18 +16,18 @@ CMDS     := extproc example-plugin mcp-echo e2e
 # Fuzz budget per target. A count, not a duration: with a duration, Go's
 # fuzzer can end a run that is still minimizing a new input with "context
 # deadline exceeded", a false failure on a fresh cache (as in CI).
-# TEST_FUZZTIME is what `make test` (and so CI) spends on each target, kept
-# small so the whole of `make test` fits in 5 minutes on two cores; `make
-# fuzz` digs deeper with FUZZTIME (`make fuzz FUZZTIME=10m` by hand: a
-# duration is fine there). Measured (README, "What make test costs"): the
-# executions are a small part of a fuzz run (17 of the targets, one at a time, warm cache: 58 s at
-# 5000x, 69 s at 20000x on a loaded 2-core machine); building the
-# instrumented test binaries on a cold cache is most of it.
+# `make test` does not fuzz: `go test` runs every fuzz target's seed corpus
+# (testdata/fuzz and its f.Add inputs) as a plain test, race detector on,
+# which is what a short run mostly checked; an instrumented run builds one
+# more binary per target (most of a cold `make test` before, README, "What
+# make test costs"). CI calls `make test-fuzz` (TEST_FUZZTIME per target)
+# as a step of its own; `make fuzz` digs deeper with FUZZTIME (`make fuzz
+# FUZZTIME=10m` by hand: a duration is fine there).
 TEST_FUZZTIME ?= 5000x
 FUZZTIME ?= 200000x
 # Bound the minimization of each new input too (also a count).
 FUZZMINIMIZE ?= 200x
-# Fuzz targets run briefly by `make test` (package:target): every parser that
+# Fuzz targets of `make test-fuzz` and `make fuzz` (package:target): every parser that
 # reads bytes from a client, a server or a plugin. Seed corpora live in each
 # package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper (a duration is fine by hand).
 FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse ./pkg/processor:FuzzRequestBody ./pkg/processor:FuzzForeignResponses \
@@ -48,7 +49,7 @@ help: ## list the targets and what they do
 	@echo "Targets:"
 	@awk 'BEGIN { FS = ":[^#]*## " } /^[a-zA-Z][a-zA-Z0-9_-]*:[^=]*## / { printf "  %-14s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 	@echo "Variables: DEMO_FLAGS (-keep, -transports=...), BENCH_FLAGS (-markdown),"
-	@echo "  FUZZTIME (make fuzz, default $(FUZZTIME)), TEST_FUZZTIME (make test, default $(TEST_FUZZTIME)), IMAGE_TAG"
+	@echo "  FUZZTIME (make fuzz, default $(FUZZTIME)), TEST_FUZZTIME (make test-fuzz, default $(TEST_FUZZTIME)), IMAGE_TAG"
 
 deps: ## download the Go modules
 	$(GO) mod download
@@ -65,7 +66,7 @@ node-deps: ## npm ci the TypeScript SDK plugin server of the tests (skipped with
 build: deps ## static binaries in bin/, version and commit stamped
 	@for c in $(CMDS); do ./hack/build.sh $$c $(BIN) || exit 1; done
 
-test: deps node-deps vet fmt-check unit test-fuzz ## what CI runs: vet, gofmt, race tests, short fuzzing
+test: deps node-deps vet fmt-check unit ## what CI runs: vet, gofmt, race tests (seed corpora included), allocation budgets
 
 # -trimpath here too: vet compiles the dependencies' export data, which the
 # race-free test build of internal/deploytest below then reuses.
@@ -82,9 +83,15 @@ fmt-check: ## fail if a file needs gofmt
 # under race) and has no goroutine of the product to watch there.
 STATIC_CHECKS := ./internal/deploytest
 
-unit: ## every test: the race detector on all but the static deploy checks
+# BUDGETS are the tests that count allocations per exchange: the race
+# detector allocates on its own, so they skip under -race and run here
+# once more without it (pkg/processor/budget_test.go).
+BUDGETS := ./pkg/processor
+
+unit: ## every test: the race detector on all but the static deploy checks; allocation budgets without it
 	$(GO) test -race -trimpath -count=1 -timeout 10m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(STATIC_CHECKS))")
 	$(GO) test -trimpath -count=1 -timeout 10m $(STATIC_CHECKS)
+	$(GO) test -trimpath -count=1 -timeout 5m -run 'Budget' $(BUDGETS)
 
 # run-fuzz runs every target of FUZZ_TARGETS for the budget $(1), two at a
 # time with one worker each: most of a short run is starting it (building,
@@ -97,7 +104,7 @@ define run-fuzz
 		printf "fuzz %s in %s for %s\n%s\n" "$$name" "$$pkg" "$(1)" "$$out"; exit $$rc'
 endef
 
-test-fuzz: ## every fuzz target for TEST_FUZZTIME (part of make test)
+test-fuzz: ## every fuzz target for TEST_FUZZTIME: short instrumented runs (a CI step of its own)
 	$(call run-fuzz,$(TEST_FUZZTIME))
 
 fuzz: ## every fuzz target for FUZZTIME: deeper than make test

@@ -40,6 +40,7 @@ func (r *runner) onePlugin(ctx context.Context) (err error) {
 	} else {
 		r.logf("one plugin: %v", nodeplugin.Check())
 	}
+	setups = append(setups, namedSetup{name: "Go SDK, MCP-filter metadata", pol: setups[0].pol, mcpFilter: true})
 	var rows []onePluginRow
 	for _, s := range setups {
 		row, err := r.onePluginCompare(ctx, s, mini, none)
@@ -56,6 +57,9 @@ func (r *runner) onePlugin(ctx context.Context) (err error) {
 type namedSetup struct {
 	name string
 	pol  *policySetup
+	// mcpFilter: every target is sent the metadata Envoy's MCP filter
+	// writes for the call (the sidecar reads the method from it).
+	mcpFilter bool
 }
 
 // onePluginRow is what one comparison of the one-plugin scenario measured.
@@ -71,6 +75,11 @@ func (r *runner) onePluginCompare(ctx context.Context, s namedSetup, mini, none 
 	p, ok, err := preparedToolsCall()
 	if err != nil {
 		return onePluginRow{}, err
+	}
+	if s.mcpFilter {
+		if err := forwardMCPFilterMetadata(p); err != nil {
+			return onePluginRow{}, err
+		}
 	}
 	d := &Driver{}
 	msgs, err := messages(ctx, d, p, nil, s.pol.sc, mini, none)
@@ -123,6 +132,7 @@ func (r *runner) onePluginTable(rows []onePluginRow) {
 			"min+plugin: the exchange with minimal (same body modes as the sidecar), then invoke_hook on the same plugin server with the go-sdk client (same payload and context shape), one after the other; none+plugin: the same with the do-nothing server (request and response headers only).",
 			"overhead / none = sidecar − none+plugin (medians). Each row is its own comparison (its three targets side by side in the same rounds).",
 			"TypeScript SDK: the plugin server of internal/nodeplugin (McpServer + StreamableHTTPServerTransport on Node.js), reached over MCP like the Go one.",
+			"MCP-filter metadata: every target is sent, on the request headers, what Envoy's MCP filter (envoy.filters.http.mcp, Envoy 1.37+) read from the body; the sidecar reads the method from it.",
 		},
 	}
 	for _, row := range rows {

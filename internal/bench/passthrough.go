@@ -28,6 +28,9 @@ type passCase struct {
 	// streamed: the sidecar reads the response body (STREAMED), so the
 	// same-modes baseline is minimal STREAMED.
 	streamed bool
+	// mcpFilter: every target is sent the metadata Envoy's MCP filter
+	// writes for the request.
+	mcpFilter bool
 }
 
 // workloads are the recorded exchanges of the passthrough and allocations
@@ -61,15 +64,16 @@ func (r *runner) passthroughCases() ([]passCase, error) {
 	}
 	list, list26, call, big := w.list, w.list26, w.call, w.big
 	return []passCase{
-		{"tools/list; plugin on tool_pre_invoke only", "tools/list pre-only", "pre", list, Target, PassthroughP99Target, false},
-		{"tools/list, 2026-07-28 headers (Mcp-Method); plugin on tool_pre_invoke+tool_post_invoke", "tools/list post 2026", "pre+post", list26, Target, 0, false},
-		{"GET SSE stream (no Last-Event-ID); plugin on tool_pre_invoke only", "GET SSE", "pre", GetSSE(8), Target, 0, false},
-		{"GET SSE stream (no Last-Event-ID); plugin on tool_pre_invoke+tool_post_invoke (stream read event by event)", "GET SSE post", "pre+post", GetSSE(8), 0, 0, true},
-		{"tools/list; plugin on tool_pre_invoke, conditions tools: [other]", "tools/list", "pre-cond", list, 0, 0, false},
-		{"tools/call echo; same plugin (conditions do not match)", "tools/call cond-miss", "pre-cond", call, 0, 0, false},
-		{fmt.Sprintf("tools/call echo, %d KiB arguments; same plugin (conditions do not match)", r.bigArgsBytes>>10), "tools/call big cond-miss", "pre-cond", big, 0, 0, false},
-		{"tools/call echo; plugin on prompt_pre_fetch only", "tools/call hook-miss", "prompt", call, 0, 0, false},
-		{"tools/call echo; plugin on tool_pre_invoke+tool_post_invoke, conditions tools: [other]", "tools/call pre+post cond-miss", "both-cond", call, 0, 0, false},
+		{"tools/list; plugin on tool_pre_invoke only", "tools/list pre-only", "pre", list, Target, PassthroughP99Target, false, false},
+		{"tools/list with Envoy's MCP-filter metadata; plugin on tool_pre_invoke only", "tools/list pre-only MCP filter", "pre", list, Target, PassthroughP99Target, false, true},
+		{"tools/list, 2026-07-28 headers (Mcp-Method); plugin on tool_pre_invoke+tool_post_invoke", "tools/list post 2026", "pre+post", list26, Target, 0, false, false},
+		{"GET SSE stream (no Last-Event-ID); plugin on tool_pre_invoke only", "GET SSE", "pre", GetSSE(8), Target, 0, false, false},
+		{"GET SSE stream (no Last-Event-ID); plugin on tool_pre_invoke+tool_post_invoke (stream read event by event)", "GET SSE post", "pre+post", GetSSE(8), 0, 0, true, false},
+		{"tools/list; plugin on tool_pre_invoke, conditions tools: [other]", "tools/list", "pre-cond", list, 0, 0, false, false},
+		{"tools/call echo; same plugin (conditions do not match)", "tools/call cond-miss", "pre-cond", call, 0, 0, false, false},
+		{fmt.Sprintf("tools/call echo, %d KiB arguments; same plugin (conditions do not match)", r.bigArgsBytes>>10), "tools/call big cond-miss", "pre-cond", big, 0, 0, false, false},
+		{"tools/call echo; plugin on prompt_pre_fetch only", "tools/call hook-miss", "prompt", call, 0, 0, false, false},
+		{"tools/call echo; plugin on tool_pre_invoke+tool_post_invoke, conditions tools: [other]", "tools/call pre+post cond-miss", "both-cond", call, 0, 0, false, false},
 	}, nil
 }
 
@@ -129,6 +133,7 @@ func (r *runner) passthrough(ctx context.Context) (err error) {
 			"sidecar: internal/sidecar.Run with the config named in the row; minimal: CONTINUE to everything, request body BUFFERED, response body NONE (what the sidecar reads on a request no plugin applies to), STREAMED for the GET row with post hooks; nothing: CONTINUE to everything, no mode_override, so Envoy's defaults: request headers and response headers only.",
 			"msgs: ext_proc messages per exchange, counted by the driver (each one a gRPC round trip through Envoy: the main cost).",
 			"allocs/op: whole process (driver, gRPC client and server, server under test) per exchange.",
+			"MCP-filter metadata: every target is sent, on the request headers, what Envoy's MCP filter (envoy.filters.http.mcp, Envoy 1.37+) read from the body.",
 		},
 	}
 	d := &Driver{}
@@ -154,6 +159,11 @@ func (r *runner) passthrough(ctx context.Context) (err error) {
 // passthroughRow measures one case against the three targets.
 func (r *runner) passthroughRow(ctx context.Context, d *Driver, c passCase, sc, mini, none *Endpoint) ([]string, []Check, error) {
 	p := Prepare(c.x)
+	if c.mcpFilter {
+		if err := forwardMCPFilterMetadata(p); err != nil {
+			return nil, nil, err
+		}
+	}
 	ok := untouched(p)
 	if c.streamed {
 		ok = intact(p) // re-emitted event by event, the same bytes

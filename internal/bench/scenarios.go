@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu"}
 }
 
 // runner holds the settings of one Run.
@@ -47,7 +47,11 @@ type runner struct {
 	delays                 []time.Duration
 	sseSize, sseChunk      int
 	allocOps, bigArgsBytes int
-	rep                    *Report
+	// cpu scenario: rounds per target, each cpuDuration long on
+	// cpuStreams concurrent streams.
+	cpuRounds, cpuStreams int
+	cpuDuration           time.Duration
+	rep                   *Report
 }
 
 func newRunner(opts Options) *runner {
@@ -60,6 +64,7 @@ func newRunner(opts Options) *runner {
 		r.delays = []time.Duration{0, time.Millisecond}
 		r.sseSize, r.sseChunk = 64<<10, 16<<10
 		r.allocOps, r.bigArgsBytes = 10, 4<<10
+		r.cpuRounds, r.cpuStreams, r.cpuDuration = 1, 2, 50*time.Millisecond
 		return r
 	}
 	r.seq = Config{Rounds: 7, Duration: 800 * time.Millisecond, MinOps: 200, Warmup: 300}
@@ -71,6 +76,7 @@ func newRunner(opts Options) *runner {
 	r.delays = []time.Duration{0, 2 * time.Millisecond}
 	r.sseSize, r.sseChunk = 1<<20, 16<<10
 	r.allocOps, r.bigArgsBytes = 3000, 64<<10
+	r.cpuRounds, r.cpuStreams, r.cpuDuration = 3, 16, 2*time.Second
 	return r
 }
 
@@ -96,6 +102,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"attribution": r.attributionScenario,
 		"identity":    r.identityScenario,
 		"rules":       r.rulesScenario,
+		"cpu":         r.cpuScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {

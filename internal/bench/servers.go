@@ -26,7 +26,9 @@ type Endpoint struct {
 	// Name labels the target in reports.
 	Name   string
 	Client extprocv3.ExternalProcessorClient
-	close  func() error
+	// Addr is the target's gRPC address.
+	Addr  string
+	close func() error
 }
 
 // Close closes the client connection and stops what the endpoint started.
@@ -66,7 +68,7 @@ func Serve(name string, srv extprocv3.ExternalProcessorServer) (*Endpoint, error
 		<-served
 		return nil, err
 	}
-	return &Endpoint{Name: name, Client: client, close: func() error {
+	return &Endpoint{Name: name, Client: client, Addr: lis.Addr().String(), close: func() error {
 		err := conn.Close()
 		gs.Stop()
 		<-served
@@ -161,7 +163,7 @@ func StartSidecar(ctx context.Context, name, configYAML string, mods ...func(*si
 	if err != nil {
 		return nil, errors.Join(err, stop())
 	}
-	return &Endpoint{Name: name, Client: client, close: func() error {
+	return &Endpoint{Name: name, Client: client, Addr: addrs[0].String(), close: func() error {
 		return errors.Join(conn.Close(), stop())
 	}}, nil
 }
