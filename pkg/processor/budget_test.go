@@ -49,6 +49,10 @@ type budgetShape struct {
 	// answer the client gets.
 	calls int
 	check func(*budgetResult) error
+	// newSession: the exchange is the first of a session no server has
+	// accepted yet (its ids are recorded once the answer says it does);
+	// every other shape is of a session a server accepted.
+	newSession bool
 }
 
 // budgetExchange is what Envoy would send: the request headers (with the
@@ -108,6 +112,13 @@ func budgetShapes(t testing.TB) []budgetShape {
 			messages: 2, allocs: 114, calls: 1, check: untouchedAnswer},
 		{name: "SSE answer, post hook", config: pluginConfig("hooks: [tool_pre_invoke, tool_post_invoke]", ""), x: sse,
 			messages: 6, allocs: 175, calls: 2, check: untouchedAnswer},
+		// Rules read every body and record its ids for replays; Envoy's
+		// MCP filter says a tools/call has no list to filter, so its
+		// answer is not read, once a server accepted the session.
+		{name: "tools/call under rules, MCP-filter metadata", config: rulesCallConfig, x: callMCPFilter,
+			messages: 2, allocs: 84, check: untouchedAnswer},
+		{name: "tools/call under rules, MCP-filter metadata, a new session", config: rulesCallConfig, x: callMCPFilter,
+			messages: 3, allocs: 84, check: untouchedAnswer, newSession: true},
 	}
 }
 
@@ -117,6 +128,9 @@ func TestBudgetMessages(t *testing.T) {
 	for _, sh := range budgetShapes(t) {
 		t.Run(sh.name, func(t *testing.T) {
 			rig := newBudgetRig(t, sh.config)
+			if sh.newSession {
+				rig.accepted.Forget(budgetSession)
+			}
 			ex := rig.prepare(t, sh.x)
 			res, err := rig.exchange(ex)
 			if err != nil {
@@ -192,6 +206,9 @@ type budgetRig struct {
 	opts    *Options
 	canned  *canned
 	plugins *budgetPlugins
+	// accepted are the sessions a server accepted: the exchanges' session
+	// is one after its first 2xx answer, as in a sidecar that runs.
+	accepted *attribution.Accepted
 }
 
 func newBudgetRig(t testing.TB, yaml string) *budgetRig {
@@ -212,10 +229,11 @@ func newBudgetRig(t testing.TB, yaml string) *budgetRig {
 		t.Fatal(issues)
 	}
 	return &budgetRig{
-		snap:    &Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: set},
-		opts:    &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})},
-		canned:  newCanned(),
-		plugins: plugins,
+		snap:     &Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: set},
+		opts:     &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})},
+		canned:   newCanned(),
+		plugins:  plugins,
+		accepted: acceptedBudgetSession(),
 	}
 }
 
@@ -287,7 +305,7 @@ type budgetResult struct {
 // with the sidecar's codec, hands it to a new stream and follows the
 // replies, counting the messages.
 func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
-	st := newStream(context.Background(), r.snap, r.opts, r.canned)
+	st := newStream(context.Background(), r.snap, r.opts, r.canned, r.accepted)
 	res := &budgetResult{}
 	reqHeaders, respHeaders := true, true
 	reqBody, respBody := filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_NONE
@@ -421,7 +439,7 @@ func mcpHeaders(body string) []string {
 	return []string{":method", "POST", ":path", "/mcp", ":authority", "mcp.example", ":scheme", "https",
 		"content-type", "application/json", "accept", "application/json, text/event-stream",
 		"content-length", strconv.Itoa(len(body)), "mcp-protocol-version", "2025-11-25",
-		"mcp-session-id", "3b241101-e2bb-4255-8caf-4136c566a962", "x-request-id", "5b5e1f0e-8f8c-4f5e-9a51-0c9c1f1b7a10",
+		"mcp-session-id", budgetSession, "x-request-id", "5b5e1f0e-8f8c-4f5e-9a51-0c9c1f1b7a10",
 		"user-agent", "budget-test/1.0"}
 }
 
@@ -521,3 +539,17 @@ func jwtPayload(t testing.TB) *structpb.Struct {
 	}
 	return s
 }
+
+// budgetSession is the MCP session of every budget exchange.
+const budgetSession = "3b241101-e2bb-4255-8caf-4136c566a962"
+
+// acceptedBudgetSession is a sidecar's memory of accepted sessions, with
+// budgetSession in it.
+func acceptedBudgetSession() *attribution.Accepted {
+	a := attribution.NewAccepted(0, 0, nil)
+	a.Add(budgetSession)
+	return a
+}
+
+// rulesCallConfig is 20 rules and the MCP filter's metadata read.
+var rulesCallConfig = "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + budgetRules()
