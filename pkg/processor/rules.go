@@ -146,8 +146,15 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		return hidden
 	})
 	st.obs.RuleEvaluation("list", time.Since(start))
-	if err == nil && n > 0 {
-		// The filter removed whole items from the result Parse validated.
+	// The rules may hide items from this caller, so the list is its view
+	// (whole or not): never a shared-cache hint (MCP 2026-07-28).
+	private := false
+	if err == nil {
+		out, private, err = mcplist.PrivateCacheScope(out)
+	}
+	if err == nil && (n > 0 || private) {
+		// The filter removed whole items from the result Parse validated,
+		// or changed a string for another.
 		out, err = mcpmsg.ReplaceValidResult(*m, out)
 	}
 	if err != nil {
@@ -155,6 +162,9 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, l.Method+" result cannot be filtered by the rules: "+err.Error(), nil)
 	}
 	if n == 0 {
+		if private {
+			return out
+		}
 		return nil
 	}
 	st.decision.raise(decisionModified, first, byRule, "")

@@ -513,3 +513,38 @@ func checkWhole(t *testing.T, what string, a answer, id string) {
 		}
 	}
 }
+
+// TestFilteredListsArePrivate: a list the rules read for a caller says
+// "cacheScope":"private", so no shared cache serves one caller's view to
+// another: a 2026-07-28 list with hidden items, an admin's whole list the
+// rules read, and a real Go SDK server's list (which says "public").
+func TestFilteredListsArePrivate(t *testing.T) {
+	_, callAs := rulesHarness(t)
+	list := `{"jsonrpc":"2.0","id":5,"method":"tools/list"}`
+	h26 := []string{"Mcp-Protocol-Version", v26, "Mcp-Method", "tools/list"}
+	public := `{"jsonrpc":"2.0","id":5,"result":{"ttlMs":60000,"cacheScope":"public","tools":[{"name":"echo"},{"name":"delete_file"}]}}`
+	for _, tc := range []struct {
+		name, token string
+		kv          []string
+		want        string
+	}{
+		{"2026 list, dev: filtered", "dev-token", h26,
+			`{"jsonrpc":"2.0","id":5,"result":{"ttlMs":60000,"cacheScope":"private","tools":[{"name":"echo"}]}}`},
+		{"2025 list, admin: read, nothing hidden", "admin-token", nil,
+			`{"jsonrpc":"2.0","id":5,"result":{"ttlMs":60000,"cacheScope":"private","tools":[{"name":"echo"},{"name":"delete_file"}]}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if res := callAs(tc.token, list, jsonUpstream(http.StatusOK, public), tc.kv...); string(res.Body) != tc.want {
+				t.Errorf("client got %s, want %s", res.Body, tc.want)
+			}
+		})
+	}
+	t.Run("Go SDK server", func(t *testing.T) {
+		endpoint, _ := rulesFront(t, rulesServer(true))
+		s := goSession(t, endpoint)
+		r := responsesOf(t, rpcDo(t, endpoint, http.MethodPost, s, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, nil))["2"]
+		if !strings.Contains(string(r.Result), `"cacheScope":"private"`) || strings.Contains(string(r.Result), `"public"`) {
+			t.Errorf("filtered list %s: want cacheScope private", r.Result)
+		}
+	})
+}
