@@ -29,7 +29,7 @@ func TestAttributionStoreFromConfig(t *testing.T) {
 		}
 		return &c.Extproc.Attribution
 	}
-	st, err := newAttributionStore(parse("    store: memory\n"), m, zerolog.Nop())
+	st, err := newAttributionStore(parse("    store: memory\n"), nil, m, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestAttributionStoreFromConfig(t *testing.T) {
 	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	st, err = newAttributionStore(parse("    store: redis\n    redis: {addresses: ['"+srv.Addr()+"'], password_file: "+pw+", op_timeout: 1}\n"), m, zerolog.Nop())
+	st, err = newAttributionStore(parse("    store: redis\n    redis: {addresses: ['"+srv.Addr()+"'], password_file: "+pw+", op_timeout: 1}\n"), nil, m, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestAttributionStoreFromConfig(t *testing.T) {
 	if err := rs.RecordTask(ctx, "s", "t1", attribution.Origin{Method: "tools/call", Name: "x"}); err != nil {
 		t.Fatal(err)
 	}
-	other, err := newAttributionStore(parse("    store: redis\n    redis: {addresses: ['"+srv.Addr()+"'], password_file: "+pw+", op_timeout: 1}\n"), m, zerolog.Nop())
+	other, err := newAttributionStore(parse("    store: redis\n    redis: {addresses: ['"+srv.Addr()+"'], password_file: "+pw+", op_timeout: 1}\n"), nil, m, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,12 +70,12 @@ func TestAttributionStoreFromConfig(t *testing.T) {
 
 	bad := &config.Attribution{Store: config.StoreRedis, Redis: &config.Redis{Addresses: []string{"r:1"}, PasswordFile: filepath.Join(t.TempDir(), "none"),
 		DialTimeout: config.NewSeconds(1), OpTimeout: config.NewSeconds(1)}}
-	if _, err := newAttributionStore(bad, m, zerolog.Nop()); err == nil {
+	if _, err := newAttributionStore(bad, nil, m, zerolog.Nop()); err == nil {
 		t.Error("a missing password file is no error")
 	}
 	bad.Redis.PasswordFile = ""
 	bad.Redis.TLS = &config.TLS{CABundle: pw} // not PEM
-	if _, err := newAttributionStore(bad, m, zerolog.Nop()); err == nil {
+	if _, err := newAttributionStore(bad, nil, m, zerolog.Nop()); err == nil {
 		t.Error("a CA bundle without certificates is no error")
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/toolpin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
@@ -117,6 +118,9 @@ type sidecar struct {
 	clientCtx context.Context
 	// tracing is nil unless Options.OTLPEndpoint is set.
 	tracing *tracing
+	// pins are the tool pins of every generation (set up with the
+	// attribution store, in its backend).
+	pins toolpin.Store
 }
 
 // servers are the listeners and servers Run serves on.
@@ -196,9 +200,10 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		}
 		withHeaders = s.tracing.withHeaders
 	}
-	if srv.attr, err = newAttributionStore(&s.opts.Config.Extproc.Attribution, s.metrics, s.log.With().Str("component", "attribution").Logger()); err != nil {
+	if srv.attr, err = newAttributionStore(&s.opts.Config.Extproc.Attribution, s.opts.Config.Extproc.ToolPinning.TTL, s.metrics, s.log.With().Str("component", "attribution").Logger()); err != nil {
 		return nil, err
 	}
+	s.pins = srv.attr.pins
 	gen, created, _, err := s.build(s.opts.Config, nil)
 	if err != nil {
 		return nil, err
@@ -387,7 +392,11 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	for _, p := range cfg.Plugins {
 		s.metrics.SetPluginState(p.Name, set.State(p.Name))
 	}
-	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet}}
+	pins, err := newPinner(&cfg.Extproc.ToolPinning, s.pins)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet, Pins: pins}}
 	return g, created, removed, nil
 }
 

@@ -248,6 +248,8 @@ type Extproc struct {
 	// Attribution is where what each request and task was is remembered:
 	// in the process (default) or shared by replicas through Redis.
 	Attribution Attribution `yaml:"attribution,omitempty" json:"attribution,omitempty"`
+	// ToolPinning pins the definitions servers advertise (pinning.go).
+	ToolPinning ToolPinning `yaml:"tool_pinning,omitempty" json:"tool_pinning,omitempty"`
 	// Rules are authorization rules: CEL expressions evaluated in order on
 	// every MCP request, which is refused when a rule's deny is true; list
 	// results hide the items whose call a rule denies (docs/rules.md).
@@ -302,6 +304,8 @@ func (e *Extproc) choices() []choice {
 		{"extproc.uncertain_mirrored_headers", &e.UncertainMirroredHeaders, []string{UncertainRemove, UncertainRefuse}},
 		{"extproc.attribution.store", &e.Attribution.Store, []string{StoreMemory, StoreRedis}},
 		{"extproc.mcp_filter_namespace", &e.MCPFilterNamespace, []string{MCPFilterNamespace, MCPFilterLegacyNamespace, MCPFilterOff}},
+		{"extproc.tool_pinning.mode", &e.ToolPinning.Mode, []string{PinningOff, PinningRecord, PinningApproved}},
+		{"extproc.tool_pinning.on_change", &e.ToolPinning.OnChange, []string{PinAlert, PinHide, PinBlock}},
 	}
 }
 

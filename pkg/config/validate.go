@@ -336,6 +336,7 @@ func (v *validator) extproc(e *Extproc, s *PluginSettings) {
 		}
 	}
 	v.attribution(&e.Attribution)
+	v.toolPinning(&e.ToolPinning)
 	if e.HookTimeout != nil {
 		switch {
 		case e.HookTimeout.Duration <= 0:

@@ -45,7 +45,17 @@ import (
 // output buffer of at most len(result) bytes when something is dropped, and
 // each name handed to hide (a new string, so hide may keep it).
 func (l *List) Filter(result []byte, hide func(name string) bool) (out []byte, dropped int, err error) {
-	f := filter{l: l, src: result, hide: hide}
+	return l.filter(filter{l: l, src: result, hide: hide})
+}
+
+// FilterItems is Filter with hide also given each item, a JSON object as
+// it is in result (valid until result changes).
+func (l *List) FilterItems(result []byte, hide func(name string, item []byte) bool) (out []byte, dropped int, err error) {
+	return l.filter(filter{l: l, src: result, hideItem: hide})
+}
+
+func (l *List) filter(f filter) (out []byte, dropped int, err error) {
+	result := f.src
 	f.dec = jsontext.NewDecoder(bytes.NewBuffer(result), jsontext.AllowDuplicateNames(true))
 	if err := f.result(); err != nil {
 		return nil, 0, fmt.Errorf("mcplist: %s result: %w", l.Method, err)
@@ -60,8 +70,10 @@ func (l *List) Filter(result []byte, hide func(name string) bool) (out []byte, d
 type filter struct {
 	l    *List
 	src  []byte
-	hide func(string) bool
+	hide func(string) bool // or hideItem
 	dec  *jsontext.Decoder
+
+	hideItem func(name string, item []byte) bool
 
 	unesc []byte // scratch for member names with escapes
 
@@ -183,7 +195,7 @@ func (f *filter) items() error {
 			first = start
 		}
 		switch {
-		case f.hide(name):
+		case f.hides(name, start, end):
 			f.dropped++
 			if f.out == nil {
 				f.out = append(make([]byte, 0, len(f.src)), f.src[:prevEnd]...)
@@ -200,6 +212,14 @@ func (f *filter) items() error {
 		}
 		prevEnd = end
 	}
+}
+
+// hides asks the caller's hide about the item at src[start:end].
+func (f *filter) hides(name string, start, end int) bool {
+	if f.hideItem != nil {
+		return f.hideItem(name, f.src[start:end])
+	}
+	return f.hide(name)
 }
 
 // item reads item i, an object, and returns where it is and its name.

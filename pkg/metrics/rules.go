@@ -11,6 +11,8 @@ import (
 type ruleMetrics struct {
 	decisions *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
+	// pinChanges counts the definitions extproc.tool_pinning found changed.
+	pinChanges *prometheus.CounterVec
 }
 
 func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
@@ -22,8 +24,11 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 			Help:    "Time the rules took, by phase (request: one message checked against every rule; list: one list result filtered).",
 			Buckets: []float64{.000001, .0000025, .000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .01}},
 			[]string{"phase"}),
+		pinChanges: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "tool_pin_changes_total",
+			Help: "Definitions a list showed changed since they were pinned (extproc.tool_pinning), by kind (tool, prompt, resourceTemplate) and action (alert, hide, block)."},
+			[]string{"kind", "action"}),
 	}
-	reg.MustRegister(r.decisions, r.duration)
+	reg.MustRegister(r.decisions, r.duration, r.pinChanges)
 	return r
 }
 
@@ -35,4 +40,9 @@ func (m *Metrics) RuleDecision(rule, decision string, n int) {
 // RuleEvaluation implements processor.Observer.
 func (m *Metrics) RuleEvaluation(phase string, d time.Duration) {
 	m.rules.duration.WithLabelValues(phase).Observe(d.Seconds())
+}
+
+// PinChange implements processor.Observer.
+func (m *Metrics) PinChange(kind, action string) {
+	m.rules.pinChanges.WithLabelValues(kind, action).Inc()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+	"github.com/mcp-extproc/mcp-extproc/pkg/toolpin"
 )
 
 // Results that reach the client on another stream than their request's
@@ -39,7 +40,7 @@ func (st *stream) postConfigured() bool {
 // read: a post hook may apply to a replayed result, or rules filter a
 // replayed list.
 func (st *stream) readsReplays() bool {
-	return st.postConfigured() || st.snap.Rules.Len() > 0
+	return st.postConfigured() || st.snap.Rules.Len() > 0 || st.snap.Pins != nil
 }
 
 // otherRequest answers the request headers of a request that carries no
@@ -228,10 +229,10 @@ func (st *stream) attribute(id []byte) *pendingCall {
 		return &pendingCall{unknown: true}
 	}
 	if l, ok := mcplist.ByMethod(o.Method); ok {
-		if st.snap.Rules.Len() == 0 {
+		if !st.readsList(o.Method) {
 			return nil
 		}
-		return &pendingCall{list: l} // the rules filter a replayed list
+		return &pendingCall{list: l} // the rules filter (and pinning checks) a replayed list
 	}
 	route, ok := hookfamily.ByMethod(o.Method)
 	if !ok || !route.Post {
@@ -265,8 +266,8 @@ func (st *stream) overflowFailsClosed() bool {
 	if !st.foreign {
 		return false
 	}
-	if st.snap.Rules.Len() > 0 {
-		return true // a list the rules filter may be in it
+	if st.snap.Rules.Len() > 0 || (st.snap.Pins != nil && st.snap.Pins.OnChange() != toolpin.Alert) {
+		return true // a list the rules filter, or pinning hides or blocks, may be in it
 	}
 	for f := range hookfamily.Families() {
 		if st.snap.Hooks.Applies(f.Post) && st.snap.Hooks.FailClosed(f.Post) {

@@ -73,6 +73,11 @@ func (st *stream) needs() (body, post bool) {
 		// they may hide some of it from this caller.
 		body, post = true, post || st.listsNeedAnswer()
 	}
+	if st.snap.Pins != nil {
+		// Pinning reads every request (a call of a changed definition is
+		// refused) and every pinned list's answer (pinning.go).
+		body, post = true, post || st.pinsNeedAnswer()
+	}
 	// The requests of a read body in a session no server accepted yet are
 	// recorded when the answer says it does (commitRecords).
 	return body, post || (body && st.awaitsAcceptance())

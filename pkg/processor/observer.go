@@ -15,7 +15,8 @@ type Observer interface {
 	ModeOverride(mode string)
 	// Immediate counts an immediate response by reason ("blocked",
 	// "plugin_error", "invalid_request", "too_large", "unsupported_encoding",
-	// "internal", "header_mismatch", "header_mirror", "mcp_filter_mismatch", "repeated_header")
+	// "internal", "header_mismatch", "header_mirror", "mcp_filter_mismatch", "repeated_header",
+	// "pinned")
 	// or a result refused in a stream ("unattributed", "invalid_response").
 	Immediate(reason string)
 	// BodyInspected counts a body (or SSE event) parsed, by direction
@@ -27,6 +28,10 @@ type Observer interface {
 	// RuleEvaluation observes the time the rules took, by phase
 	// ("request": one message checked; "list": one list result filtered).
 	RuleEvaluation(phase string, d time.Duration)
+	// PinChange counts a definition a list showed changed since it was
+	// pinned, by kind ("tool", "prompt", "resourceTemplate") and what it
+	// cost ("alert", "hide", "block").
+	PinChange(kind, action string)
 }
 
 type nopObserver struct{}
@@ -39,3 +44,4 @@ func (nopObserver) Immediate(string)                     {}
 func (nopObserver) BodyInspected(string, int)            {}
 func (nopObserver) RuleDecision(string, string, int)     {}
 func (nopObserver) RuleEvaluation(string, time.Duration) {}
+func (nopObserver) PinChange(string, string)             {}

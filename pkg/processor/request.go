@@ -221,6 +221,10 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 			ed.refusals = append(ed.refusals, r) // rules.go
 			continue
 		}
+		if r, refused := st.checkPinnedCall(i, m); refused {
+			ed.refusals = append(ed.refusals, r) // pinning.go
+			continue
+		}
 		if r, refused := st.checkPermission(i, m); refused {
 			ed.refusals = append(ed.refusals, r) // permission.go
 			continue

@@ -110,14 +110,20 @@ func (st *stream) ruleHeaders() map[string]string {
 // listRequest makes the answer of a list request pending, so the rules
 // filter its result.
 func (st *stream) listRequest(m *mcpmsg.Message) {
-	if m.Kind != mcpmsg.KindRequest || st.snap.Rules.Len() == 0 {
+	if m.Kind != mcpmsg.KindRequest || !st.readsList(m.Method) {
 		return
 	}
-	l, ok := mcplist.ByMethod(m.Method)
-	if !ok {
-		return
-	}
+	l, _ := mcplist.ByMethod(m.Method)
 	st.await(m.ID, &pendingCall{list: l})
+}
+
+// readsList reports whether the answer of a list method is read: the
+// rules filter it, or its definitions are pinned (pinning.go).
+func (st *stream) readsList(method string) bool {
+	if _, ok := mcplist.ByMethod(method); !ok {
+		return false
+	}
+	return st.snap.Rules.Len() > 0 || st.pinsList(method)
 }
 
 // filtersLists reports whether the rules may hide items of the list
@@ -132,19 +138,33 @@ func (st *stream) filtersLists(method string) bool {
 // returns the message that replaces it, or nil when nothing is hidden. A
 // result that cannot be read is refused: nothing hidden may pass.
 func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
+	pinHidden, refused := st.pinnedItems(m, l) // pinning.go
+	if refused != nil {
+		return refused
+	}
 	start := time.Now()
 	lister := st.lister(l.CallMethod)
-	var first string
+	// One variable for what the callback changes: the first rule that
+	// hid an item, and the item's index (one allocation, not two).
+	at := struct {
+		first string
+		index int
+	}{index: -1}
 	out, n, err := l.Filter(m.Result, func(name string) bool {
+		at.index++
+		if pinHidden[at.index] {
+			return true
+		}
 		r, hidden := lister.Hidden(name)
 		if hidden {
 			st.obs.RuleDecision(r.Name, "hide", 1)
-			if first == "" {
-				first = r.Name
+			if at.first == "" {
+				at.first = r.Name
 			}
 		}
 		return hidden
 	})
+	first := at.first
 	st.obs.RuleEvaluation("list", time.Since(start))
 	// The rules may hide items from this caller, so the list is its view
 	// (whole or not): never a shared-cache hint (MCP 2026-07-28).

@@ -29,6 +29,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
+	"github.com/mcp-extproc/mcp-extproc/pkg/toolpin"
 )
 
 // Hooks runs plugin hooks; *executor.Executor satisfies it.
@@ -58,6 +59,9 @@ type Snapshot struct {
 	Identity *identity.Resolver
 	// Rules are extproc.rules compiled (rules.Compile); nil or empty: none.
 	Rules *rules.Set
+	// Pins check the definitions servers advertise (extproc.tool_pinning,
+	// pinning.go); nil: off.
+	Pins *toolpin.Pinner
 }
 
 // Options configure a Server.

@@ -161,6 +161,10 @@ func New(opts Options) (*Store, error) {
 	return s, nil
 }
 
+// Client is the store's Redis client, for other state of the sidecar that
+// the replicas share through the same Redis (tool pins). Close closes it.
+func (s *Store) Client() redis.UniversalClient { return s.rdb }
+
 func withDefaults(o Options) Options {
 	if o.KeyPrefix == "" {
 		o.KeyPrefix = DefaultKeyPrefix
