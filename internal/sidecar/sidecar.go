@@ -31,8 +31,8 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
-	"github.com/mcp-extproc/mcp-extproc/pkg/toolpin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
+	"github.com/mcp-extproc/mcp-extproc/pkg/toolpin"
 )
 
 // Options configure a sidecar.
