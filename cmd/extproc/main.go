@@ -5,6 +5,7 @@
 //
 //	extproc --config plugins.yaml [--grpc-addr :50052] [--admin-addr :9090] [--log-level info]
 //	extproc --config plugins.yaml --check-config [--strict] [--skip-files]
+//	extproc tools snapshot --url http://mcp-server:8080/mcp > tools.json
 //	extproc --version | --help
 //
 // --check-config validates the file and exits 0 (usable) or 1, printing
@@ -46,6 +47,9 @@ func main() {
 
 // run is main without the process: it returns the exit code.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "tools" {
+		return runTools(ctx, args[1:], stdout, stderr) // snapshot.go
+	}
 	o, code, done := parseFlags(args, getenv, stdout, stderr)
 	if done {
 		return code

@@ -30,6 +30,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
+	"github.com/mcp-extproc/mcp-extproc/pkg/toolpin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m, redistest.IgnoreDialProbe()) }
@@ -70,6 +71,28 @@ type harnessOptions struct {
 	// url, if set, is ${PLUGIN_URL}: a plugin server the test started
 	// itself (the TypeScript SDK one); no Go plugin server is started.
 	url string
+	// pinStore holds the tool pins (extproc.tool_pinning); nil: one in
+	// memory for this harness.
+	pinStore toolpin.Store
+}
+
+// harnessPins is extproc.tool_pinning of a test's config, as the sidecar
+// builds it.
+func harnessPins(cfg *config.ToolPinning, store toolpin.Store) (*toolpin.Pinner, error) {
+	if !cfg.Enabled() {
+		return nil, nil
+	}
+	if store == nil {
+		store = toolpin.NewMemory(0, 0, nil)
+	}
+	var snap *toolpin.Snapshot
+	if cfg.Mode == config.PinningApproved {
+		var err error
+		if snap, err = toolpin.LoadSnapshot(cfg.Snapshot); err != nil {
+			return nil, err
+		}
+	}
+	return toolpin.New(toolpin.Mode(cfg.Mode), toolpin.OnChange(cfg.OnChange), snap, store)
 }
 
 func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...pluginserver.Plugin) *harness {
@@ -125,7 +148,11 @@ func newHarnessWith(t *testing.T, yaml string, ho harnessOptions, plugins ...plu
 	if len(issues) > 0 {
 		t.Fatalf("rules: %v", issues)
 	}
-	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet}
+	pins, err := harnessPins(&cfg.Extproc.ToolPinning, ho.pinStore)
+	if err != nil {
+		t.Fatalf("tool pinning: %v", err)
+	}
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet, Pins: pins}
 	popts := processor.Options{Snapshot: func() *processor.Snapshot { return snap }, WithHeaders: pluginclient.WithHeaders}
 	if ho.proc != nil {
 		ho.proc(&popts)

@@ -217,8 +217,8 @@ func (st *stream) logger() *zerolog.Logger {
 // message (http_auth_check_permission, token_delegate), has a plugin, or
 // rules are configured.
 func (st *stream) anyHook() bool {
-	if st.snap.Rules.Len() > 0 {
-		return true // rules read every request's body (rules.go)
+	if st.snap.Rules.Len() > 0 || st.snap.Pins != nil {
+		return true // rules and pinning read every request's body (rules.go, pinning.go)
 	}
 	if st.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) || st.snap.Hooks.Applies(cpex.TokenDelegate) {
 		return true
