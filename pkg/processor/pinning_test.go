@@ -69,7 +69,9 @@ func (p *pinnedServer) restart(desc map[string]string) {
 	p.mu.Unlock()
 }
 
-func (p *pinnedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) { (*p.current.Load()).ServeHTTP(w, r) }
+func (p *pinnedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	(*p.current.Load()).ServeHTTP(w, r)
+}
 
 // poisoned is echo's description after the server was changed under the
 // sidecar.
