@@ -190,19 +190,29 @@ func TestAttemptsPerFailureClass(t *testing.T) {
 		"mcp":         {markDrop, markGone, markBusy, markRefuse, markBlock, markInvalid},
 		"grpc-tcp":    {markDrop, markBusy, markRefuse, markBlock},
 		"unix-socket": {markDrop, markBlock},
+		"stdio":       {markDrop, markBlock}, // drop: the child exits mid-call
 	}
 	answered := map[string]bool{markRefuse: true, markBlock: true, markInvalid: true}
-	for _, transport := range []string{"mcp", "grpc-tcp", "unix-socket"} {
+	for _, transport := range []string{"mcp", "grpc-tcp", "unix-socket", "stdio"} {
 		for _, mark := range classes[transport] {
 			t.Run(transport+"/"+mark, func(t *testing.T) {
 				fc := &faultCounter{}
-				pool := newPool(t, []config.Plugin{faultServer(t, transport, fc)}, Options{})
+				var pl config.Plugin
+				count := fc.attempts.Load
+				if transport == "stdio" {
+					var rig stdioRig
+					pl, rig = newStdioRig(t, "faulty", nil)
+					count = func() int32 { return int32(len(readLines(t, rig.count))) }
+				} else {
+					pl = faultServer(t, transport, fc)
+				}
+				pool := newPool(t, []config.Plugin{pl}, Options{})
 				eventually(t, "ready", func() bool { return pool.State("faulty") == Ready })
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				payload := json.RawMessage(`{"name":"echo","args":{"text":"` + mark + `"}}`)
 				_, err := pool.Invoke(ctx, "faulty", cpex.ToolPreInvoke, payload, testContext("req-1"))
-				n := fc.attempts.Load()
+				n := count()
 				switch {
 				case answered[mark] && n != 1:
 					t.Errorf("an answered call (%v) reached the server %d times, want once", err, n)
