@@ -60,21 +60,7 @@ func stdioChild() int {
 		signal.Ignore(syscall.SIGTERM)
 	}
 	count := func() { appendLine(os.Getenv(stdioCountEnv), "attempt") }
-	guard := pluginserver.Func(pluginserver.Config{Name: "guard", Hooks: []cpex.HookType{cpex.ToolPreInvoke}},
-		func(_ context.Context, _ cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-			switch {
-			case bytes.Contains(payload, []byte("forbidden")):
-				return pluginserver.Block("guard", cpex.PluginViolation{Reason: "forbidden", Description: "d", Code: "DENY"}), nil
-			case bytes.Contains(payload, []byte("secret")):
-				var p cpex.ToolPreInvokePayload
-				if err := json.Unmarshal(payload, &p); err != nil {
-					return nil, err
-				}
-				p.Args = bytes.ReplaceAll(p.Args, []byte("secret"), []byte("[redacted]"))
-				return pluginserver.Modify("guard", p)
-			}
-			return pluginserver.Continue("guard"), nil
-		})
+	guard := guardPlugin()
 	faulty := pluginserver.Func(pluginserver.Config{Name: "faulty", Hooks: []cpex.HookType{cpex.ToolPreInvoke}},
 		func(_ context.Context, _ cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 			switch {
@@ -96,6 +82,25 @@ func stdioChild() int {
 		time.Sleep(time.Minute) // until SIGKILL
 	}
 	return 0
+}
+
+// guardPlugin blocks "forbidden" and redacts "secret" in tool_pre_invoke.
+func guardPlugin() pluginserver.Plugin {
+	return pluginserver.Func(pluginserver.Config{Name: "guard", Hooks: []cpex.HookType{cpex.ToolPreInvoke}},
+		func(_ context.Context, _ cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+			switch {
+			case bytes.Contains(payload, []byte("forbidden")):
+				return pluginserver.Block("guard", cpex.PluginViolation{Reason: "forbidden", Description: "d", Code: "DENY"}), nil
+			case bytes.Contains(payload, []byte("secret")):
+				var p cpex.ToolPreInvokePayload
+				if err := json.Unmarshal(payload, &p); err != nil {
+					return nil, err
+				}
+				p.Args = bytes.ReplaceAll(p.Args, []byte("secret"), []byte("[redacted]"))
+				return pluginserver.Modify("guard", p)
+			}
+			return pluginserver.Continue("guard"), nil
+		})
 }
 
 func appendLine(path, line string) {
