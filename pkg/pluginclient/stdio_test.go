@@ -272,6 +272,12 @@ func TestStdioStubbornChild(t *testing.T) {
 // group) several times; no call fails, and a new child serves each time.
 func TestStdioKilledUnderLoad(t *testing.T) {
 	pl, rig := newStdioRig(t, "guard", nil)
+	killedUnderLoad(t, pl, rig)
+}
+
+// killedUnderLoad runs 20 callers of pl's plugin "guard" and kills its
+// child three times.
+func killedUnderLoad(t *testing.T, pl config.Plugin, rig stdioRig) {
 	rec := &recorder{}
 	pool := newPool(t, []config.Plugin{pl}, Options{Observer: rec})
 	eventually(t, "ready", func() bool { return pool.State("guard") == Ready })
@@ -298,11 +304,13 @@ func TestStdioKilledUnderLoad(t *testing.T) {
 	const kills = 3
 	for range kills {
 		time.Sleep(300 * time.Millisecond)
-		pid := rig.latestPid(t)
+		pid, connects := rig.latestPid(t), pool.Stats("guard").Connects
 		if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill child group %d: %v", pid, err)
 		}
-		eventually(t, "a new child", func() bool { return rig.latestPid(t) != pid })
+		eventually(t, "a new child connected", func() bool {
+			return rig.latestPid(t) != pid && pool.Stats("guard").Connects > connects
+		})
 	}
 	time.Sleep(300 * time.Millisecond)
 	stop()
