@@ -12,7 +12,7 @@
 //	               [--mode sequential] [--priority 50]
 //	               [--json-response] [--stateless] [--log-level info]
 //	               [--grpc-addr HOST:PORT|unix:///PATH] [--unix-socket PATH]
-//	               [--token TOKEN=EMAIL]...
+//	               [--token TOKEN=EMAIL]... [--stdio]
 //	example-plugin --policy FILE [--addr :8000] ...
 //
 // Each --token adds the TokenCheck plugin (http_auth_resolve_user,
@@ -26,7 +26,9 @@
 // plugins (see policy.File) and the rule flags must not be given. With
 // --stateless the server keeps no MCP sessions (MCP 2026-07-28 natively,
 // older clients without a session), so replicas behind any load balancer
-// serve any call. Logs are
+// serve any call. With --stdio it serves MCP on its stdin and stdout
+// instead (started by the sidecar, mcp.proto STDIO) and exits when stdin
+// closes. Logs are
 // zerolog JSON on stderr. SIGINT or SIGTERM shuts the server down
 // gracefully. GET /healthz answers 200 while serving.
 package main
@@ -46,6 +48,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/rs/zerolog"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
@@ -79,7 +82,7 @@ type options struct {
 	grpcAddr, unixSocket                   string
 	names, deny, redact, tokens            listFlag
 	priority                               int
-	jsonResponse, stateless                bool
+	jsonResponse, stateless, stdio         bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -97,6 +100,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonResponse, "json-response", false, "answer with application/json instead of SSE")
 	fs.BoolVar(&o.stateless, "stateless", false, "keep no MCP sessions (MCP 2026-07-28; older clients served without a session)")
 	fs.Var(&o.tokens, "token", "TOKEN=EMAIL: also serve the "+policy.DefaultTokenCheckName+" plugin (http_auth_resolve_user, http_auth_check_permission), which knows this bearer token and refuses anonymous callers (repeatable)")
+	fs.BoolVar(&o.stdio, "stdio", false, "serve MCP on stdin/stdout instead of HTTP (the sidecar's mcp.proto STDIO); --addr and the other transports are not served")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level (debug, info, warn, error)")
 	fs.StringVar(&o.grpcAddr, "grpc-addr", "", "also serve cpex gRPC on host:port, or on unix:///abs/path.sock")
 	fs.StringVar(&o.unixSocket, "unix-socket", "", "also serve cpex's Unix-socket transport on this absolute path")
@@ -189,6 +193,14 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 		return err
 	}
 
+	if o.stdio {
+		log.Info().Msg("serving on stdin/stdout")
+		if err := ps.Serve(ctx, &mcp.StdioTransport{}); err != nil {
+			return err
+		}
+		log.Info().Msg("stopped")
+		return nil
+	}
 	srv := httpServer(o.path, ps, log)
 	extra, err := startTransports(o, ps, log)
 	if err != nil {

@@ -73,8 +73,14 @@ const (
 // KindExternal is the only plugin kind the sidecar runs.
 const KindExternal = "external"
 
-// ProtoStreamableHTTP is the only MCP transport the sidecar speaks.
-const ProtoStreamableHTTP = "STREAMABLEHTTP"
+// The MCP transports of an mcp section (mcp.proto) the sidecar speaks:
+// Streamable HTTP, the legacy HTTP+SSE transport, and a child process on
+// stdin/stdout that the sidecar starts.
+const (
+	ProtoStreamableHTTP = "STREAMABLEHTTP"
+	ProtoSSE            = "SSE"
+	ProtoSTDIO          = "STDIO"
+)
 
 // Defaults, as cpex defines them (and the sidecar's own).
 const (
@@ -131,7 +137,7 @@ type Condition struct {
 
 // MCP is the transport of an external plugin.
 type MCP struct {
-	Proto             string            `yaml:"proto" json:"proto"` // STREAMABLEHTTP (SSE, STDIO: unsupported here)
+	Proto             string            `yaml:"proto" json:"proto"` // STREAMABLEHTTP, SSE or STDIO
 	URL               string            `yaml:"url,omitempty" json:"url,omitempty"`
 	Script            string            `yaml:"script,omitempty" json:"script,omitempty"`
 	Cmd               []string          `yaml:"cmd,omitempty" json:"cmd,omitempty"`

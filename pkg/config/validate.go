@@ -185,15 +185,17 @@ func (v *validator) unixSocket(u *UnixSocket, label string, field func(string) s
 
 func (v *validator) mcp(m *MCP, label string, field func(string) string) {
 	switch m.Proto {
-	case ProtoStreamableHTTP:
+	case ProtoStreamableHTTP, ProtoSSE:
+	case ProtoSTDIO:
+		v.stdio(m, label, field)
 	case "":
-		v.problem(label, field("mcp.proto"), "required: STREAMABLEHTTP")
-	case "SSE", "STDIO", "HTTP", "GRPC":
-		v.problem(label, field("mcp.proto"), "unsupported proto %q: the sidecar speaks STREAMABLEHTTP only", m.Proto)
+		v.problem(label, field("mcp.proto"), "required: STREAMABLEHTTP, SSE or STDIO")
+	case "HTTP", "GRPC":
+		v.problem(label, field("mcp.proto"), "unsupported proto %q: want STREAMABLEHTTP, SSE or STDIO (gRPC is a grpc: section)", m.Proto)
 	default:
-		v.problem(label, field("mcp.proto"), "unknown proto %q: want STREAMABLEHTTP%s", m.Proto, didYouMean(m.Proto, []string{ProtoStreamableHTTP}))
+		v.problem(label, field("mcp.proto"), "unknown proto %q: want STREAMABLEHTTP, SSE or STDIO%s", m.Proto, didYouMean(m.Proto, mcpProtos))
 	}
-	if m.Proto == ProtoStreamableHTTP || m.Proto == "" {
+	if m.Proto != ProtoSTDIO {
 		if m.URL == "" {
 			v.problem(label, field("mcp.url"), "required: the plugin server's MCP endpoint, e.g. http://plugin:8000/mcp")
 		} else if u, err := url.Parse(m.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -202,7 +204,7 @@ func (v *validator) mcp(m *MCP, label string, field func(string) string) {
 			v.warn(label, field("mcp.tls"), "ignored: the url is plain http://")
 		}
 		if m.Script != "" || len(m.Cmd) > 0 || len(m.Env) > 0 || m.Cwd != "" {
-			v.problem(label, field("mcp"), "script, cmd, env and cwd are only valid for STDIO, which the sidecar does not run")
+			v.problem(label, field("mcp"), "script, cmd, env and cwd are only valid with proto STDIO")
 		}
 	}
 	if m.UDS != "" {
@@ -215,6 +217,40 @@ func (v *validator) mcp(m *MCP, label string, field func(string) string) {
 	}
 	v.reconnect(m.ReconnectAttempts, m.ReconnectDelay, label, field, "mcp")
 	v.tls(m.TLS, label, field, "mcp.tls")
+}
+
+// mcpProtos are the mcp.proto values the sidecar speaks.
+var mcpProtos = []string{ProtoStreamableHTTP, ProtoSSE, ProtoSTDIO}
+
+// stdio checks an mcp section with proto STDIO: exactly one of script (a
+// .py or .sh file, run as cpex runs it) and cmd (a non-empty program), no
+// url, uds or tls; and says that it runs code from the config.
+func (v *validator) stdio(m *MCP, label string, field func(string) string) {
+	switch {
+	case m.Script == "" && len(m.Cmd) == 0:
+		v.problem(label, field("mcp"), "STDIO needs script (a .py or .sh plugin server) or cmd (the program and its arguments)")
+	case m.Script != "" && len(m.Cmd) > 0:
+		v.problem(label, field("mcp.cmd"), "script and cmd are exclusive")
+	case len(m.Cmd) > 0 && strings.TrimSpace(m.Cmd[0]) == "":
+		v.problem(label, field("mcp.cmd"), "the first element is the program: it must not be empty")
+	case m.Script != "":
+		if ext := strings.ToLower(filepath.Ext(m.Script)); ext != ".py" && ext != ".sh" {
+			v.problem(label, field("mcp.script"), "must be a .py or .sh file (run with python3 or sh); use cmd for any other program")
+		}
+	}
+	if m.URL != "" {
+		v.problem(label, field("mcp.url"), "not used with proto STDIO (the sidecar starts the plugin server itself)")
+	}
+	if m.UDS != "" {
+		v.problem(label, field("mcp.uds"), "not used with proto STDIO")
+	}
+	if m.TLS != nil {
+		v.problem(label, field("mcp.tls"), "only valid for STREAMABLEHTTP and SSE")
+	}
+	if m.Cwd != "" && !filepath.IsAbs(m.Cwd) {
+		v.warn(label, field("mcp.cwd"), "relative: taken from the sidecar's working directory")
+	}
+	v.warn(label, field("mcp.proto"), "STDIO runs the configured command inside the sidecar's container, with its user and network: for development and small deployments; whoever can edit this config can run code there")
 }
 
 // quotedOr writes words as "a" or "b" (or "c").

@@ -96,7 +96,7 @@ func mcpFaults(fc *faultCounter, h http.Handler) http.Handler {
 		body, _ := io.ReadAll(r.Body)
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		switch {
-		case bytes.Contains(body, []byte(markGone)) && r.Header.Get("Mcp-Session-Id") != "":
+		case bytes.Contains(body, []byte(markGone)) && (r.Header.Get("Mcp-Session-Id") != "" || r.URL.Query().Get("sessionid") != ""):
 			fc.attempts.Add(1)
 			http.Error(w, "session not found", http.StatusNotFound)
 		case bytes.Contains(body, []byte(markBusy)):
@@ -166,6 +166,12 @@ func faultServer(t *testing.T, transport string, fc *faultCounter) config.Plugin
 		go func() { defer close(done); _ = hs.Serve(lis) }()
 		stop = func() { hs.Close() }
 		pl = external("faulty", "http://"+lis.Addr().String()+"/mcp")
+	case "sse":
+		hs := &http.Server{Handler: mcpFaults(fc, srv.SSEHandler())}
+		go func() { defer close(done); _ = hs.Serve(lis) }()
+		stop = func() { hs.Close() }
+		pl = external("faulty", "http://"+lis.Addr().String()+"/sse")
+		pl.MCP.Proto = config.ProtoSSE
 	case "grpc-tcp":
 		g := grpc.NewServer(grpc.UnaryInterceptor(grpcFaults(fc)))
 		srv.RegisterGRPC(g)
@@ -190,19 +196,30 @@ func TestAttemptsPerFailureClass(t *testing.T) {
 		"mcp":         {markDrop, markGone, markBusy, markRefuse, markBlock, markInvalid},
 		"grpc-tcp":    {markDrop, markBusy, markRefuse, markBlock},
 		"unix-socket": {markDrop, markBlock},
+		"stdio":       {markDrop, markBlock}, // drop: the child exits mid-call
+		"sse":         {markDrop, markGone, markBusy, markRefuse, markBlock},
 	}
 	answered := map[string]bool{markRefuse: true, markBlock: true, markInvalid: true}
-	for _, transport := range []string{"mcp", "grpc-tcp", "unix-socket"} {
+	for _, transport := range []string{"mcp", "grpc-tcp", "unix-socket", "stdio", "sse"} {
 		for _, mark := range classes[transport] {
 			t.Run(transport+"/"+mark, func(t *testing.T) {
 				fc := &faultCounter{}
-				pool := newPool(t, []config.Plugin{faultServer(t, transport, fc)}, Options{})
+				var pl config.Plugin
+				count := fc.attempts.Load
+				if transport == "stdio" {
+					var rig stdioRig
+					pl, rig = newStdioRig(t, "faulty", nil)
+					count = func() int32 { return int32(len(readLines(t, rig.count))) }
+				} else {
+					pl = faultServer(t, transport, fc)
+				}
+				pool := newPool(t, []config.Plugin{pl}, Options{})
 				eventually(t, "ready", func() bool { return pool.State("faulty") == Ready })
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				payload := json.RawMessage(`{"name":"echo","args":{"text":"` + mark + `"}}`)
 				_, err := pool.Invoke(ctx, "faulty", cpex.ToolPreInvoke, payload, testContext("req-1"))
-				n := fc.attempts.Load()
+				n := count()
 				switch {
 				case answered[mark] && n != 1:
 					t.Errorf("an answered call (%v) reached the server %d times, want once", err, n)

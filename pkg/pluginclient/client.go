@@ -96,6 +96,15 @@ func New(pl config.Plugin, settings config.PluginSettings, opts Options) (*Clien
 	if isWire && opts.Dialer == nil {
 		opts.Dialer, opts.Slots = wire.dial, wire.slots
 	}
+	if !isWire && opts.Dialer == nil { // mcp.proto STDIO and SSE: stream.go
+		d, ok, err := streamFor(pl, opts.Logger.With().Str("plugin", pl.Name).Logger())
+		if err != nil {
+			return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
+		}
+		if ok {
+			opts.Dialer, opts.Slots = d, 1
+		}
+	}
 	if err := validate(pl, opts.Dialer != nil); err != nil {
 		return nil, fmt.Errorf("plugin %q: %w", pl.Name, err)
 	}

@@ -23,8 +23,11 @@ func TestNewPoolRejects(t *testing.T) {
 	}{
 		{"native kind", func(p *config.Plugin) { p.Kind = "plugins.regex.RegexFilter" }, "kind"},
 		{"no mcp", func(p *config.Plugin) { p.MCP = nil }, "mcp"},
-		{"sse", func(p *config.Plugin) { p.MCP.Proto = "SSE" }, "SSE"},
-		{"stdio", func(p *config.Plugin) { p.MCP.Proto = "STDIO" }, "STDIO"},
+		{"sse missing ca", func(p *config.Plugin) {
+			p.MCP.Proto, p.MCP.TLS = "SSE", &config.TLS{CABundle: "/nonexistent/ca.pem"}
+		}, "ca_bundle"},
+		{"stdio without a command", func(p *config.Plugin) { p.MCP.Proto = "STDIO" }, "STDIO"},
+		{"stdio script of another kind", func(p *config.Plugin) { p.MCP.Proto, p.MCP.Script = "STDIO", "plugin.rb" }, "script"},
 		{"bad url", func(p *config.Plugin) { p.MCP.URL = "unix:///tmp/sock" }, "url"},
 		{"no name", func(p *config.Plugin) { p.Name = "" }, "name"},
 		{"missing ca", func(p *config.Plugin) { p.MCP.TLS = &config.TLS{CABundle: "/nonexistent/ca.pem"} }, "ca_bundle"},

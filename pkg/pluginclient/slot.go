@@ -142,6 +142,7 @@ func (sl *slot) connect(ctx context.Context, epoch uint64) error {
 	if old != nil {
 		c.closeWhenIdle(ctx, old)
 	}
+	c.watchExit(ctx, sl, h)
 	c.count.connects.Add(1)
 	c.setEffective(merge(c.local, remote))
 	c.log.Info().Uint64("epoch", epoch).Str("addr", sl.addr).Msg("plugin session established")
@@ -195,6 +196,13 @@ func (h *held) leave() {
 	if h.retiring && h.active == 0 {
 		close(h.idle)
 	}
+}
+
+// isRetiring reports whether h was replaced or closed.
+func (h *held) isRetiring() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.retiring
 }
 
 // retire stops h taking calls and returns a channel closed once the calls

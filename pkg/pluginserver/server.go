@@ -125,18 +125,25 @@ func NewWithOptions(opts *Options, plugins ...Plugin) *Server {
 // implements io.Closer: Close cancels running hooks, closes the endpoint's
 // sessions and makes it answer 503 from then on.
 func (s *Server) Handler() http.Handler {
-	ctx, cancel := context.WithCancel(context.Background())
-	ep := &endpoint{srv: s, ctx: ctx, cancel: cancel}
-	ep.mcp = mcp.NewServer(s.opts.Implementation, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{},
-	})
-	ep.addTools()
+	ep := s.newEndpoint()
 	ep.http = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ep.mcp }, &mcp.StreamableHTTPOptions{
 		Stateless:                    s.opts.Stateless,
 		JSONResponse:                 s.opts.JSONResponse,
 		SessionTimeout:               s.opts.SessionTimeout,
 		PropagateRequestCancellation: true,
 	})
+	return ep
+}
+
+// newEndpoint returns a registered endpoint with its own mcp.Server; the
+// caller sets how it is served.
+func (s *Server) newEndpoint() *endpoint {
+	ctx, cancel := context.WithCancel(context.Background())
+	ep := &endpoint{srv: s, ctx: ctx, cancel: cancel}
+	ep.mcp = mcp.NewServer(s.opts.Implementation, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{},
+	})
+	ep.addTools()
 	s.mu.Lock()
 	s.endpoints[ep] = struct{}{}
 	s.mu.Unlock()
@@ -178,7 +185,7 @@ func (s *Server) lookup(name string) (Plugin, bool) {
 type endpoint struct {
 	srv    *Server
 	mcp    *mcp.Server
-	http   *mcp.StreamableHTTPHandler
+	http   http.Handler
 	ctx    context.Context // cancelled by Close; bounds every hook
 	cancel context.CancelFunc
 

@@ -11,13 +11,18 @@
 //   POLICY        JSON {"plugins":[{name, deny:[regex], redact:[{pattern,
 //                 replacement}], hooks, mode, priority}]}
 //
-// It prints one line "listening PORT" once it serves, and answers
+//   TRANSPORT     "stdio": serve one MCP session on stdin/stdout
+//                 (StdioServerTransport, the sidecar's mcp.proto STDIO)
+//                 instead of HTTP; the process exits when stdin ends
+//
+// Over HTTP it prints one line "listening PORT" once it serves, and answers
 // GET /stats with {initializes, invokes, connections, sessions}.
 import { randomUUID } from "node:crypto";
 import express from "express";
 import { z } from "zod";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 
 const policy = JSON.parse(process.env.POLICY ?? '{"plugins":[{"name":"TSGuard"}]}');
@@ -175,65 +180,78 @@ function newServer() {
   return server;
 }
 
-// The session handling of the SDK's own stateful example.
-const transports = {};
-const app = express();
-app.use(express.json({ limit: "4mb" }));
+if (process.env.TRANSPORT === "stdio") {
+  const transport = new StdioServerTransport();
+  transport.onclose = () => process.exit(0);
+  process.stdin.on("end", () => process.exit(0));
+  await newServer().connect(transport);
+  console.error(`serving on stdio, pid ${process.pid}`);
+} else {
+  serveHTTP();
+}
 
-app.get("/stats", (req, res) => {
-  if (!req.socket.statsOnly) {
-    req.socket.statsOnly = true; // not one of the connections under test
-    stats.connections--;
-  }
-  res.json({ ...stats, sessions: Object.keys(transports).length });
-});
+// serveHTTP serves the SDK's own stateful example's session handling.
+function serveHTTP() {
 
-app.post("/mcp", async (req, res) => {
-  const sid = req.headers["mcp-session-id"];
-  let transport = sid ? transports[sid] : undefined;
-  if (!transport) {
-    if (sid || !isInitializeRequest(req.body)) {
-      res.status(400).json({
-        jsonrpc: "2.0",
-        error: { code: -32000, message: "Bad Request: No valid session ID provided" },
-        id: null,
+  const transports = {};
+  const app = express();
+  app.use(express.json({ limit: "4mb" }));
+
+  app.get("/stats", (req, res) => {
+    if (!req.socket.statsOnly) {
+      req.socket.statsOnly = true; // not one of the connections under test
+      stats.connections--;
+    }
+    res.json({ ...stats, sessions: Object.keys(transports).length });
+  });
+
+  app.post("/mcp", async (req, res) => {
+    const sid = req.headers["mcp-session-id"];
+    let transport = sid ? transports[sid] : undefined;
+    if (!transport) {
+      if (sid || !isInitializeRequest(req.body)) {
+        res.status(400).json({
+          jsonrpc: "2.0",
+          error: { code: -32000, message: "Bad Request: No valid session ID provided" },
+          id: null,
+        });
+        return;
+      }
+      stats.initializes++;
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => {
+          transports[id] = transport;
+        },
       });
+      transport.onclose = () => {
+        if (transport.sessionId) delete transports[transport.sessionId];
+      };
+      await newServer().connect(transport);
+    }
+    await transport.handleRequest(req, res, req.body);
+  });
+
+  async function sessionRequest(req, res) {
+    const sid = req.headers["mcp-session-id"];
+    const transport = sid ? transports[sid] : undefined;
+    if (!transport) {
+      res.status(400).send("Invalid or missing session ID");
       return;
     }
-    stats.initializes++;
-    transport = new StreamableHTTPServerTransport({
-      sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => {
-        transports[id] = transport;
-      },
-    });
-    transport.onclose = () => {
-      if (transport.sessionId) delete transports[transport.sessionId];
-    };
-    await newServer().connect(transport);
+    await transport.handleRequest(req, res);
   }
-  await transport.handleRequest(req, res, req.body);
-});
+  app.get("/mcp", sessionRequest);
+  app.delete("/mcp", sessionRequest);
 
-async function sessionRequest(req, res) {
-  const sid = req.headers["mcp-session-id"];
-  const transport = sid ? transports[sid] : undefined;
-  if (!transport) {
-    res.status(400).send("Invalid or missing session ID");
-    return;
-  }
-  await transport.handleRequest(req, res);
+  const httpServer = app.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
+    console.log(`listening ${httpServer.address().port}`);
+  });
+  if (process.env.KEEPALIVE_MS) httpServer.keepAliveTimeout = Number(process.env.KEEPALIVE_MS);
+  httpServer.on("connection", () => stats.connections++);
+  httpServer.on("error", (err) => {
+    console.error(`listen: ${err.message}`);
+    process.exit(3);
+  });
+  for (const sig of ["SIGTERM", "SIGINT"]) process.on(sig, () => process.exit(0));
 }
-app.get("/mcp", sessionRequest);
-app.delete("/mcp", sessionRequest);
-
-const httpServer = app.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
-  console.log(`listening ${httpServer.address().port}`);
-});
-if (process.env.KEEPALIVE_MS) httpServer.keepAliveTimeout = Number(process.env.KEEPALIVE_MS);
-httpServer.on("connection", () => stats.connections++);
-httpServer.on("error", (err) => {
-  console.error(`listen: ${err.message}`);
-  process.exit(3);
-});
-for (const sig of ["SIGTERM", "SIGINT"]) process.on(sig, () => process.exit(0));
