@@ -15,7 +15,7 @@ func TestRewrite(t *testing.T) {
 	}
 	tests := []struct {
 		name, in, member, want string
-		changed            bool
+		changed                bool
 	}{
 		{"untouched", `{"args": {"a": "y"}, "name": "x"}`, "args", `{"args": {"a": "y"}, "name": "x"}`, false},
 		{"member only", `{"name": "x", "args": {"a": "x1", "b": ["x2", 3, "q"]}}`, "args", `{"name": "x", "args": {"a": "X1", "b": ["X2", 3, "q"]}}`, true},
