@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/deny"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/searchreplace"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -26,6 +27,7 @@ import (
 func Specs() []plugin.Spec {
 	return []plugin.Spec{
 		deny.Spec(),
+		searchreplace.Spec(),
 	}
 }
 
