@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/deny"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/pii"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/searchreplace"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -28,6 +29,7 @@ func Specs() []plugin.Spec {
 	return []plugin.Spec{
 		deny.Spec(),
 		searchreplace.Spec(),
+		pii.Spec(),
 	}
 }
 
