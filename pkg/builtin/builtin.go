@@ -21,6 +21,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/pii"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/searchreplace"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/secrets"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -30,6 +31,7 @@ func Specs() []plugin.Spec {
 		deny.Spec(),
 		searchreplace.Spec(),
 		pii.Spec(),
+		secrets.Spec(),
 	}
 }
 
