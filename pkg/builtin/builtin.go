@@ -20,6 +20,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/deny"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/pii"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/ratelimit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/searchreplace"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/secrets"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -32,6 +33,7 @@ func Specs() []plugin.Spec {
 		searchreplace.Spec(),
 		pii.Spec(),
 		secrets.Spec(),
+		ratelimit.Spec(),
 	}
 }
 

@@ -176,3 +176,37 @@ func (s *scan) value(depth int) error {
 		return nil
 	}
 }
+
+// Member returns the string value of the top-level member name of the JSON
+// object in, and whether it is there as a string.
+func Member(in []byte, name string) (string, bool, error) {
+	d := jsontext.NewDecoder(bytes.NewReader(in))
+	tok, err := d.ReadToken()
+	if err != nil {
+		return "", false, fmt.Errorf("jsonscan: %w", err)
+	}
+	if tok.Kind() != '{' {
+		return "", false, fmt.Errorf("jsonscan: payload is not a JSON object")
+	}
+	for d.PeekKind() != '}' {
+		k, err := d.ReadToken()
+		if err != nil {
+			return "", false, fmt.Errorf("jsonscan: %w", err)
+		}
+		if k.String() != name {
+			if err := d.SkipValue(); err != nil {
+				return "", false, fmt.Errorf("jsonscan: %w", err)
+			}
+			continue
+		}
+		v, err := d.ReadToken()
+		if err != nil {
+			return "", false, fmt.Errorf("jsonscan: %w", err)
+		}
+		if v.Kind() != '"' {
+			return "", false, nil
+		}
+		return v.String(), true, nil
+	}
+	return "", false, nil
+}

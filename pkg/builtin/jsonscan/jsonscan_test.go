@@ -89,3 +89,24 @@ func TestLimits(t *testing.T) {
 		t.Error("truncated JSON: no error")
 	}
 }
+
+func TestMember(t *testing.T) {
+	tests := []struct {
+		in, name, want string
+		ok             bool
+	}{
+		{`{"args": {"name": "no"}, "name": "search"}`, "name", "search", true},
+		{`{"prompt_id": "p\u0031"}`, "prompt_id", "p1", true},
+		{`{"name": 3}`, "name", "", false},
+		{`{"other": "x"}`, "name", "", false},
+	}
+	for _, tt := range tests {
+		got, ok, err := Member([]byte(tt.in), tt.name)
+		if err != nil || got != tt.want || ok != tt.ok {
+			t.Errorf("Member(%s, %s) = %q, %v, %v; want %q, %v", tt.in, tt.name, got, ok, err, tt.want, tt.ok)
+		}
+	}
+	if _, _, err := Member([]byte(`[1]`), "name"); err == nil {
+		t.Error("an array: no error")
+	}
+}
