@@ -1,9 +1,13 @@
 package sidecar_test
 
 import (
+	"context"
+	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
@@ -45,5 +49,145 @@ func TestBuiltinInChain(t *testing.T) {
 		if got := m.value("mcp_extproc_plugin_invocations_total", c.labels...); got != c.want {
 			t.Errorf("plugin_invocations_total%v = %v, want %v", c.labels, got, c.want)
 		}
+	}
+}
+
+// contextForgePlugins is a plugins section as ContextForge's
+// plugins/config.yaml and the plugins' READMEs write it (class paths,
+// legacy mode names, empty conditions), with the hooks of tools/call.
+const contextForgePlugins = `plugins:
+  - name: "RateLimiterPlugin"
+    kind: "cpex_rate_limiter.RateLimiterPlugin"
+    version: "0.1.7"
+    hooks: ["prompt_pre_fetch", "tool_pre_invoke"]
+    tags: ["limits", "throttle"]
+    mode: "enforce"
+    priority: 20
+    conditions: []
+    config:
+      backend: "memory"
+      algorithm: "fixed_window"
+      by_user: "3/m"
+      by_tenant: "3000/m"
+      by_tool: {}
+  - name: "PIIFilterPlugin"
+    kind: "plugins.pii_filter.pii_filter.PIIFilterPlugin"
+    description: "Detects and masks Personally Identifiable Information"
+    version: "1.0"
+    author: "Security Team"
+    hooks: ["prompt_pre_fetch", "prompt_post_fetch", "tool_pre_invoke", "tool_post_invoke"]
+    tags: ["security", "pii", "compliance", "filter", "gdpr", "hipaa"]
+    mode: "enforce"
+    priority: 50
+    conditions:
+      - prompts: []
+        server_ids: []
+        tenant_ids: []
+    config:
+      detect_ssn: true
+      detect_credit_card: true
+      detect_email: true
+      detect_phone: true
+      detect_ip_address: true
+      default_mask_strategy: "partial"
+      redaction_text: "[PII_REDACTED]"
+      block_on_detection: false
+      include_detection_details: true
+      whitelist_patterns:
+        - "test@example.com"
+        - "555-555-5555"
+  - name: "SecretsDetection"
+    kind: "cpex_secrets_detection.SecretsDetectionPlugin"
+    version: "0.3.9"
+    hooks: ["prompt_pre_fetch", "tool_pre_invoke", "tool_post_invoke", "resource_post_fetch"]
+    tags: ["security", "secrets", "dlp"]
+    mode: "enforce"
+    priority: 51
+    conditions: []
+    config:
+      enabled:
+        aws_access_key_id: true
+        aws_secret_access_key: true
+        google_api_key: true
+        slack_token: true
+        private_key_block: true
+        jwt_like: true
+        hex_secret_32: true
+        base64_24: false
+      redact: false
+      redaction_text: "***REDACTED***"
+      block_on_detection: true
+      min_findings_to_block: 1
+      field_allowlist: []
+      field_denylist: []
+  - name: "DenyListPlugin"
+    kind: "plugins.deny_filter.deny.DenyListPlugin"
+    description: "A plugin that implements a deny list filter."
+    version: "0.1"
+    author: "ContextForge"
+    hooks: ["prompt_pre_fetch", "tool_pre_invoke"]
+    tags: ["plugin", "filter", "denylist", "pre-post"]
+    mode: "enforce"
+    priority: 100
+    config:
+      words:
+        - innovative
+        - groundbreaking
+        - revolutionary
+plugin_settings:
+  plugin_timeout: 2
+extproc:
+  user_header: x-user
+`
+
+// TestContextForgeBuiltins: ContextForge's four most used guardrails, in
+// the form its docs write them, redact, block and limit through the strict
+// fake Envoy with no plugin server running.
+func TestContextForgeBuiltins(t *testing.T) {
+	sc := startSidecar(t, writeConfig(t, contextForgePlugins), nil)
+	sc.waitReady("RateLimiterPlugin", "PIIFilterPlugin", "SecretsDetection", "DenyListPlugin")
+
+	as := func(user string, args map[string]any, result string) *envoytest.Result {
+		req := mcpPost(toolCall("search", args))
+		req.Headers.Set("X-User", user)
+		return sc.exchange(req, func(ctx context.Context, r *envoytest.UpstreamRequest) (*envoytest.UpstreamResponse, error) {
+			return &envoytest.UpstreamResponse{Status: http.StatusOK, Headers: http.Header{"Content-Type": {"application/json"}},
+				Body: [][]byte{[]byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + result + `"}]}}`)}}, nil
+		})
+	}
+	refused := func(res *envoytest.Result, status int, plugin, code string) {
+		t.Helper()
+		var body struct {
+			Error *rpcError `json:"error"`
+		}
+		if err := json.Unmarshal(res.Body, &body); err != nil || body.Error == nil || res.Status != status || res.UpstreamRequest != nil {
+			t.Fatalf("want a refusal with status %d, got %d %s (upstream called: %v)", status, res.Status, res.Body, res.UpstreamRequest != nil)
+		}
+		if d := string(body.Error.Data); !strings.Contains(d, `"plugin":"`+plugin+`"`) || !strings.Contains(d, `"code":"`+code+`"`) {
+			t.Errorf("refusal %s, want plugin %s code %s", d, plugin, code)
+		}
+	}
+
+	// Redacted both ways: the SSN before the tool sees it, the e-mail
+	// address before the client does; the whitelisted address stays.
+	res := as("alice", map[string]any{"q": "My SSN is 123-45-6789"}, "write to bob.smith@corp.io or test@example.com")
+	if got := string(res.UpstreamRequest.Body); !strings.Contains(got, `"q":"My SSN is ***-**-6789"`) {
+		t.Errorf("upstream got %s, want the SSN masked", got)
+	}
+	if got := string(res.Body); !strings.Contains(got, `write to b***h@corp.io or test@example.com`) {
+		t.Errorf("client got %s, want the address masked", got)
+	}
+	// Blocked: a secret, a denied word.
+	refused(as("alice", map[string]any{"key": "AKIAIOSFODNN7EXAMPLE"}, "ok"), http.StatusOK, "SecretsDetection", "SECRETS_DETECTED")
+	refused(as("alice", map[string]any{"q": "a Revolutionary idea"}, "ok"), http.StatusOK, "DenyListPlugin", "deny")
+
+	// Limited: three calls a minute per user; Alice has made three.
+	res = as("alice", map[string]any{"q": "one more"}, "ok")
+	refused(res, http.StatusTooManyRequests, "RateLimiterPlugin", "RATE_LIMIT")
+	if res.Headers.Get("Retry-After") == "" || res.Headers.Get("X-RateLimit-Limit") != "3" {
+		t.Errorf("429 headers %v, want Retry-After and X-RateLimit-Limit: 3", res.Headers)
+	}
+	if res := as("bob", map[string]any{"q": "hello"}, "ok"); res.UpstreamRequest == nil || res.Status != http.StatusOK {
+		t.Errorf("another user: status %d %s", res.Status, res.Body)
 	}
 }

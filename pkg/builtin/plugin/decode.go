@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/agnivade/levenshtein"
 )
 
 // Decode fills dst (a pointer to a struct with json tags) from a plugin's
@@ -67,16 +69,20 @@ func findKey(keys []Key, name string) (Key, bool) {
 	return Key{}, false
 }
 
-// suggest names a documented key that differs from name only by case or
-// separators, the usual typos.
+// suggest names the documented key closest to name, if it is a likely
+// typo of it (case, separators, or two edits).
 func suggest(name string, keys []Key) string {
 	norm := func(s string) string { return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s)) }
+	best, bestD := "", 3
 	for _, k := range keys {
-		if norm(k.Name) == norm(name) {
-			return fmt.Sprintf(" (did you mean %q?)", k.Name)
+		if d := levenshtein.ComputeDistance(norm(k.Name), norm(name)); d < bestD {
+			best, bestD = k.Name, d
 		}
 	}
-	return ""
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(" (did you mean %q?)", best)
 }
 
 // Err returns an error joining the problems among issues (not the
