@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/deny"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/lengthguard"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/pii"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/ratelimit"
@@ -34,6 +35,7 @@ func Specs() []plugin.Spec {
 		pii.Spec(),
 		secrets.Spec(),
 		ratelimit.Spec(),
+		lengthguard.Spec(),
 	}
 }
 
