@@ -24,6 +24,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/ratelimit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/searchreplace"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/secrets"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/urlrep"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -36,6 +37,7 @@ func Specs() []plugin.Spec {
 		secrets.Spec(),
 		ratelimit.Spec(),
 		lengthguard.Spec(),
+		urlrep.Spec(),
 	}
 }
 
