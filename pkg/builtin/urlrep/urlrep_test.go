@@ -11,10 +11,10 @@ import (
 
 // readme is the configuration of cpex-plugins' url_reputation README.
 var readme = map[string]any{
-	"whitelist_domains": []any{"example.com"},
-	"allowed_patterns":  []any{`^https://trusted\.internal/.*`},
-	"blocked_domains":   []any{"malicious.example.com"},
-	"blocked_patterns":  []any{"casino", "crypto"},
+	"whitelist_domains":   []any{"example.com"},
+	"allowed_patterns":    []any{`^https://trusted\.internal/.*`},
+	"blocked_domains":     []any{"malicious.example.com"},
+	"blocked_patterns":    []any{"casino", "crypto"},
 	"use_heuristic_check": false, "entropy_threshold": 3.65, "block_non_secure_http": true,
 }
 
