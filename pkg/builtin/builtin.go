@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/pii"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/ratelimit"
+	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/schemaguard"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/searchreplace"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/secrets"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/urlrep"
@@ -38,6 +39,7 @@ func Specs() []plugin.Spec {
 		ratelimit.Spec(),
 		lengthguard.Spec(),
 		urlrep.Spec(),
+		schemaguard.Spec(),
 	}
 }
 
