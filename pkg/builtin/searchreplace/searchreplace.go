@@ -29,7 +29,7 @@ func Spec() plugin.Spec {
 }
 
 var keys = []plugin.Key{
-	{Name: "words", Supported: true, Note: "rules {search: regular expression (RE2), replace: text with \\1 or \\g<name> group references}, applied in order"},
+	{Name: "words", Supported: true, Note: "rules `{search, replace}`: a regular expression (RE2) and its replacement, with Python group references (`\\1`, `\\g<name>`), applied in order"},
 }
 
 type rule struct {
