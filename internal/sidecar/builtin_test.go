@@ -3,12 +3,16 @@ package sidecar_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/redistest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -189,5 +193,57 @@ func TestContextForgeBuiltins(t *testing.T) {
 	}
 	if res := as("bob", map[string]any{"q": "hello"}, "ok"); res.UpstreamRequest == nil || res.Status != http.StatusOK {
 		t.Errorf("another user: status %d %s", res.Status, res.Body)
+	}
+}
+
+// TestRateLimitSharedRedis: two sidecars whose rate_limiter uses one real
+// redis-server let N calls a minute through in all, whichever sidecar
+// each call reaches, under concurrency.
+func TestRateLimitSharedRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	const limit, calls = 100, 160
+	cfg := fmt.Sprintf(`plugins:
+  - name: RateLimiterPlugin
+    kind: cpex_rate_limiter.RateLimiterPlugin
+    hooks: [tool_pre_invoke]
+    mode: enforce
+    config:
+      backend: redis
+      redis_url: "redis://%s/0"
+      redis_key_prefix: "rl-shared"
+      algorithm: fixed_window
+      by_user: "%d/m"
+plugin_settings:
+  plugin_timeout: 2
+`, srv.Addr(), limit)
+	path := writeConfig(t, cfg)
+	sidecars := []*running{startSidecar(t, path, nil), startSidecar(t, path, nil)}
+	for _, sc := range sidecars {
+		sc.waitReady("RateLimiterPlugin")
+	}
+	var allowed, limited atomic.Int64
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for w := range 8 {
+		sc := sidecars[w%2]
+		wg.Go(func() {
+			for next.Add(1) <= calls {
+				res, err := sc.do(mcpPost(toolCall("search", nil)), upstream(nil, nil, nil))
+				switch {
+				case err != nil:
+					t.Errorf("exchange: %v", err)
+				case res.UpstreamRequest != nil && res.Status == http.StatusOK:
+					allowed.Add(1)
+				case res.Status == http.StatusTooManyRequests:
+					limited.Add(1)
+				default:
+					t.Errorf("status %d %s", res.Status, res.Body)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := allowed.Load(); got != limit || limited.Load() != calls-limit {
+		t.Errorf("%d calls through two sidecars: %d allowed, %d limited; want %d allowed", calls, got, limited.Load(), limit)
 	}
 }
