@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "builtin"}
 }
 
 // runner holds the settings of one Run.
@@ -96,6 +96,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"attribution": r.attributionScenario,
 		"identity":    r.identityScenario,
 		"rules":       r.rulesScenario,
+		"builtin":     r.builtinScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {
