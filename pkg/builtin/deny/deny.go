@@ -45,6 +45,7 @@ type Plugin struct {
 	bwords [][]byte // the same, for the fast path
 	ascii  bool     // every word is ASCII: the fast path applies
 	bufs   sync.Pool
+	decs   jsonscan.Decoders
 }
 
 // New builds the deny list from its config: block.
@@ -79,7 +80,7 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 		return nil, nil
 	}
 	var found []string
-	_, _, err := jsonscan.Walker{Paths: true, Indexes: true}.Rewrite(payload, "args", func(path []string, s string) (string, bool) {
+	_, _, err := jsonscan.Walker{Paths: true, Indexes: true, Decoders: &p.decs}.Rewrite(payload, "args", func(path []string, s string) (string, bool) {
 		ls := strings.ToLower(s)
 		for _, w := range p.words {
 			if strings.Contains(ls, w) {

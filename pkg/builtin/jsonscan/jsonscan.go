@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -35,6 +36,40 @@ type Walker struct {
 	// MaxItems bounds the members of one object or elements of one array
 	// (0: none).
 	MaxItems int
+	// Decoders, if set, lends the decoder (a fresh one costs more than a
+	// walk of a kilobyte).
+	Decoders *Decoders
+}
+
+// Decoders keeps decoders for reuse across calls and goroutines; the zero
+// value is ready. Each plugin instance keeps its own.
+type Decoders struct{ pool sync.Pool }
+
+type decoder struct {
+	r bytes.Reader
+	d jsontext.Decoder
+}
+
+// get returns a decoder reading in; put gives it back.
+func (ds *Decoders) get(in []byte) *decoder {
+	var dec *decoder
+	if ds != nil {
+		dec, _ = ds.pool.Get().(*decoder)
+	}
+	if dec == nil {
+		dec = &decoder{}
+	}
+	dec.r.Reset(in)
+	// Payloads come from the processor, which refused duplicate names.
+	dec.d.Reset(&dec.r, jsontext.AllowDuplicateNames(true))
+	return dec
+}
+
+func (ds *Decoders) put(dec *decoder) {
+	if ds != nil {
+		dec.r.Reset(nil)
+		ds.pool.Put(dec)
+	}
 }
 
 type edit struct {
@@ -49,8 +84,9 @@ type edit struct {
 // and changed false. A member that is absent is not an error: nothing is
 // visited.
 func (w Walker) Rewrite(in []byte, member string, fn Func) (out []byte, changed bool, err error) {
-	d := jsontext.NewDecoder(bytes.NewReader(in))
-	s := scan{w: w, d: d, fn: fn}
+	dec := w.Decoders.get(in)
+	defer w.Decoders.put(dec)
+	s := scan{w: w, d: &dec.d, fn: fn}
 	if member == "" {
 		err = s.value(0)
 	} else {
@@ -179,8 +215,13 @@ func (s *scan) value(depth int) error {
 
 // Member returns the string value of the top-level member name of the JSON
 // object in, and whether it is there as a string.
-func Member(in []byte, name string) (string, bool, error) {
-	d := jsontext.NewDecoder(bytes.NewReader(in))
+func Member(in []byte, name string) (string, bool, error) { return (*Decoders)(nil).Member(in, name) }
+
+// Member is [Member] with a lent decoder.
+func (ds *Decoders) Member(in []byte, name string) (string, bool, error) {
+	dec := ds.get(in)
+	defer ds.put(dec)
+	d := &dec.d
 	tok, err := d.ReadToken()
 	if err != nil {
 		return "", false, fmt.Errorf("jsonscan: %w", err)

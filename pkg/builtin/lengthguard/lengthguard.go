@@ -73,6 +73,7 @@ type Plugin struct {
 	wordBoundary         bool
 	maxText              int
 	walker               jsonscan.Walker
+	decs                 jsonscan.Decoders
 }
 
 // New builds the guard from its config: block.
@@ -134,6 +135,7 @@ func New(cfg map[string]any) (plugin.Plugin, []plugin.Issue, error) {
 	if err := plugin.Err(issues); err != nil {
 		return nil, issues, err
 	}
+	p.walker.Decoders = &p.decs
 	return p, issues, nil
 }
 

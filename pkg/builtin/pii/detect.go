@@ -201,85 +201,7 @@ type scratch struct {
 // find returns the detections in s, earliest first, without overlaps:
 // where candidates overlap the earliest wins, then the longest.
 func (d *detector) find(s string, cl *classes, sc *scratch) []match {
-	cand := sc.matches[:0]
-	run := func(ri int, from, to int) {
-		for _, loc := range d.rules[ri].re.FindAllStringIndex(s[from:to], -1) {
-			cand = append(cand, match{start: from + loc[0], end: from + loc[1], rule: ri})
-		}
-	}
-	n := len(s)
-	colons := 0
-	// One pass: digit clusters, e-mail candidates, IBAN-sized words.
-	for i := 0; i < n; {
-		c := cl[s[i]]
-		switch {
-		case c&clCluster != 0:
-			j, digits := i, false
-			for j < n && cl[s[j]]&clCluster != 0 {
-				digits = digits || cl[s[j]]&clDigit != 0
-				j++
-			}
-			if digits && len(d.cluster) > 0 {
-				from, to := max(i-1, 0), min(j+1, n)
-				for _, ri := range d.cluster {
-					run(ri, from, to)
-				}
-			}
-			i = j
-		case s[i] == '@':
-			if d.email >= 0 {
-				from, to := i, i+1
-				for from > 0 && cl[s[from-1]]&clLocal != 0 {
-					from--
-				}
-				for to < n && cl[s[to]]&clDomain != 0 {
-					to++
-				}
-				run(d.email, max(from-1, 0), min(to+1, n))
-			}
-			i++
-		case c&clWord != 0:
-			j := i
-			for j < n && cl[s[j]]&clWord != 0 {
-				j++
-			}
-			if d.iban >= 0 && (j-i == 15 || j-i == 18) {
-				run(d.iban, max(i-1, 0), min(j+1, n))
-			}
-			if l := s[i] | 0x20; 'a' <= l && l <= 'z' {
-				for _, k := range d.byLetter[l-'a'] {
-					if j-i >= len(k.word) && strings.EqualFold(s[i:i+len(k.word)], k.word) {
-						sc.triggers = append(sc.triggers, trigger{at: i, rule: k.rule, n: len(k.word)})
-					}
-				}
-			}
-			i = j
-		default:
-			if s[i] == ':' {
-				colons++
-			}
-			i++
-		}
-	}
-	if d.ipv6 >= 0 && colons >= 7 {
-		run(d.ipv6, 0, n)
-	}
-	for _, tr := range sc.triggers {
-		// The label starts at most a few words before the keyword ("My
-		// BSN", "Date of Birth") and the value follows it closely.
-		from, to := max(tr.at-16, 0), min(tr.at+tr.n+96, n)
-		for from > 0 && cl[s[from-1]]&clWord != 0 {
-			from--
-		}
-		for to < n && cl[s[to]]&clWord != 0 {
-			to++
-		}
-		run(tr.rule, from, to)
-	}
-	sc.triggers = sc.triggers[:0]
-	for _, ri := range d.whole {
-		run(ri, 0, n)
-	}
+	cand := d.candidates(s, cl, sc)
 	// Whitelist, structural checks, duplicates from overlapping windows.
 	kept := cand[:0]
 	for _, m := range cand {
@@ -396,4 +318,90 @@ func cardPrefix(d []byte) bool {
 		return false
 	}
 	return true
+}
+
+// candidates returns every match of every pattern that can apply to s,
+// before the whitelist, the structural checks and overlap resolution.
+func (d *detector) candidates(s string, cl *classes, sc *scratch) []match {
+	cand := sc.matches[:0]
+	run := func(ri int, from, to int) {
+		for _, loc := range d.rules[ri].re.FindAllStringIndex(s[from:to], -1) {
+			cand = append(cand, match{start: from + loc[0], end: from + loc[1], rule: ri})
+		}
+	}
+	n := len(s)
+	colons := 0
+	// One pass: digit clusters, e-mail candidates, IBAN-sized words.
+	for i := 0; i < n; {
+		c := cl[s[i]]
+		switch {
+		case c&clCluster != 0:
+			j, digits := i, false
+			for j < n && cl[s[j]]&clCluster != 0 {
+				digits = digits || cl[s[j]]&clDigit != 0
+				j++
+			}
+			if digits && len(d.cluster) > 0 {
+				from, to := max(i-1, 0), min(j+1, n)
+				for _, ri := range d.cluster {
+					run(ri, from, to)
+				}
+			}
+			i = j
+		case s[i] == '@':
+			if d.email >= 0 {
+				from, to := i, i+1
+				for from > 0 && cl[s[from-1]]&clLocal != 0 {
+					from--
+				}
+				for to < n && cl[s[to]]&clDomain != 0 {
+					to++
+				}
+				run(d.email, max(from-1, 0), min(to+1, n))
+			}
+			i++
+		case c&clWord != 0:
+			j := i
+			for j < n && cl[s[j]]&clWord != 0 {
+				j++
+			}
+			if d.iban >= 0 && (j-i == 15 || j-i == 18) {
+				run(d.iban, max(i-1, 0), min(j+1, n))
+			}
+			if l := s[i] | 0x20; 'a' <= l && l <= 'z' {
+				for _, k := range d.byLetter[l-'a'] {
+					if j-i >= len(k.word) && strings.EqualFold(s[i:i+len(k.word)], k.word) {
+						sc.triggers = append(sc.triggers, trigger{at: i, rule: k.rule, n: len(k.word)})
+					}
+				}
+			}
+			i = j
+		default:
+			if s[i] == ':' {
+				colons++
+			}
+			i++
+		}
+	}
+	if d.ipv6 >= 0 && colons >= 7 {
+		run(d.ipv6, 0, n)
+	}
+	for _, tr := range sc.triggers {
+		// The label starts at most a few words before the keyword ("My
+		// BSN", "Date of Birth") and the value follows it closely.
+		from, to := max(tr.at-16, 0), min(tr.at+tr.n+96, n)
+		for from > 0 && cl[s[from-1]]&clWord != 0 {
+			from--
+		}
+		for to < n && cl[s[to]]&clWord != 0 {
+			to++
+		}
+		run(tr.rule, from, to)
+	}
+	sc.triggers = sc.triggers[:0]
+	for _, ri := range d.whole {
+		run(ri, 0, n)
+	}
+	sc.matches = cand
+	return cand
 }

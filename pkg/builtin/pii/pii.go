@@ -129,6 +129,7 @@ type Plugin struct {
 	block    bool
 	maxText  int
 	walker   jsonscan.Walker
+	decs     jsonscan.Decoders
 	scratch  sync.Pool // *scratch
 }
 
@@ -204,6 +205,7 @@ func New(cfg map[string]any) (plugin.Plugin, []plugin.Issue, error) {
 		return nil, issues, err
 	}
 	p.det = newDetector(on, custom, whitelist)
+	p.walker.Decoders = &p.decs
 	return p, issues, nil
 }
 

@@ -100,6 +100,7 @@ type Plugin struct {
 	failClosed   bool
 	store        Store
 	now          func() time.Time
+	decs         jsonscan.Decoders
 }
 
 // New builds the limiter from its config: block. With backend redis the
@@ -220,7 +221,7 @@ func (p *Plugin) Invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 		dims = append(dims, dimension{"tenant", scope + "tenant:" + tenant + ":" + seconds(p.tenant.Window), *p.tenant})
 	}
 	if len(p.tools) > 0 {
-		name, _, err := jsonscan.Member(payload, target)
+		name, _, err := p.decs.Member(payload, target)
 		if err != nil {
 			return nil, fmt.Errorf("rate_limiter: %w", err)
 		}

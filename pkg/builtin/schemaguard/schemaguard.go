@@ -50,6 +50,7 @@ type config struct {
 type Plugin struct {
 	args, results map[string]*jsonschema.Schema
 	block         bool
+	decs          jsonscan.Decoders
 }
 
 // noLoader refuses every $ref outside the schema itself: a config never
@@ -121,7 +122,7 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 	default:
 		return nil, nil
 	}
-	name, _, err := jsonscan.Member(payload, "name")
+	name, _, err := p.decs.Member(payload, "name")
 	if err != nil {
 		return nil, fmt.Errorf("schema_guard: %w", err)
 	}

@@ -49,6 +49,7 @@ type compiled struct {
 // Plugin is a configured search and replace.
 type Plugin struct {
 	rules []compiled
+	decs  jsonscan.Decoders
 }
 
 // New builds the plugin from its config: block.
@@ -143,7 +144,7 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 	default:
 		return nil, nil
 	}
-	out, changed, err := jsonscan.Walker{Paths: only != nil}.Rewrite(payload, member, func(path []string, s string) (string, bool) {
+	out, changed, err := jsonscan.Walker{Paths: only != nil, Decoders: &p.decs}.Rewrite(payload, member, func(path []string, s string) (string, bool) {
 		if only != nil && !only(path) {
 			return "", false
 		}

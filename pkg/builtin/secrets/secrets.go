@@ -12,6 +12,7 @@
 package secrets
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -161,6 +162,7 @@ type Plugin struct {
 	allow     [][]string
 	deny      [][]string
 	hasFields bool
+	decs      jsonscan.Decoders
 }
 
 // New builds the detector from its config: block.
@@ -272,11 +274,11 @@ var stages = map[cpex.HookType]stage{
 // Invoke implements plugin.Plugin.
 func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.PluginResult, error) {
 	st, ok := stages[hook]
-	if !ok || len(p.dets) == 0 {
+	if !ok || len(p.dets) == 0 || !p.mayHold(payload) {
 		return nil, nil
 	}
 	var found []string // detector names, one per finding
-	w := jsonscan.Walker{Paths: st.textOnly || p.hasFields}
+	w := jsonscan.Walker{Paths: st.textOnly || p.hasFields, Decoders: &p.decs}
 	out, changed, err := w.Rewrite(payload, st.member, func(path []string, s string) (string, bool) {
 		if st.textOnly {
 			if len(path) == 0 || path[len(path)-1] != "text" {
@@ -307,6 +309,22 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 		return plugin.Modified(out), nil
 	}
 	return nil, nil
+}
+
+// mayHold reports whether payload can hold a secret: false only when it
+// has no escapes (so every string appears verbatim in it) and no detector's
+// marker or alphabet run is in it at all.
+func (p *Plugin) mayHold(payload []byte) bool {
+	if bytes.IndexByte(payload, '\\') >= 0 {
+		return true
+	}
+	s := string(payload)
+	for i := range p.dets {
+		if p.dets[i].gate(s) {
+			return true
+		}
+	}
+	return false
 }
 
 // scan records the findings in s and returns it redacted when redact is

@@ -69,6 +69,7 @@ type Plugin struct {
 	heuristics                 bool
 	entropy                    float64
 	httpsOnly                  bool
+	decs                       jsonscan.Decoders
 }
 
 // New builds the check from its config: block.
@@ -114,7 +115,7 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 	if hook != cpex.ResourcePreFetch {
 		return nil, nil
 	}
-	uri, _, err := jsonscan.Member(payload, "uri")
+	uri, _, err := p.decs.Member(payload, "uri")
 	if err != nil {
 		return nil, fmt.Errorf("url_reputation: %w", err)
 	}
