@@ -60,8 +60,9 @@ func (ds *Decoders) get(in []byte) *decoder {
 		dec = &decoder{}
 	}
 	dec.r.Reset(in)
-	// Payloads come from the processor, which refused duplicate names.
-	dec.d.Reset(&dec.r, jsontext.AllowDuplicateNames(true))
+	// A duplicate name is an error (the default): a plugin must not mask
+	// one "args" and forward another.
+	dec.d.Reset(&dec.r)
 	return dec
 }
 
@@ -138,7 +139,14 @@ func (s *scan) member(name string) error {
 			}
 			continue
 		}
-		return s.value(0)
+		// The rest is read too, so that a second member of the same name
+		// is an error rather than a value left unscanned.
+		if err := s.value(0); err != nil {
+			return err
+		}
+	}
+	if _, err := s.d.ReadToken(); err != nil {
+		return fmt.Errorf("jsonscan: %w", err)
 	}
 	return nil
 }

@@ -110,3 +110,12 @@ func TestMember(t *testing.T) {
 		t.Error("an array: no error")
 	}
 }
+
+func TestDuplicateNames(t *testing.T) {
+	none := func([]string, string) (string, bool) { return "", false }
+	for _, in := range []string{`{"args":{"a":"x"},"args":{"a":"y"}}`, `{"args":{"a":"x","a":"y"}}`} {
+		if _, _, err := (Walker{}).Rewrite([]byte(in), "args", none); err == nil {
+			t.Errorf("%s: no error", in)
+		}
+	}
+}
