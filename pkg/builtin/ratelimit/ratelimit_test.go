@@ -244,3 +244,10 @@ func TestFailMode(t *testing.T) {
 		p.Close()
 	}
 }
+
+func TestBadRedisURL(t *testing.T) {
+	_, issues, err := New(map[string]any{"backend": "redis", "redis_url": "http://x:1", "by_user": "1/s"})
+	if err == nil || len(issues) != 1 || issues[0].Field != "redis_url" || !strings.HasPrefix(issues[0].Message, "not a Redis URL") {
+		t.Errorf("err %v, issues %+v", err, issues)
+	}
+}

@@ -73,7 +73,7 @@ type redisStore struct {
 func newRedis(url string) (*redisStore, error) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
-		return nil, fmt.Errorf("redis_url: %w", err)
+		return nil, fmt.Errorf("not a Redis URL: %w", err)
 	}
 	opts.DisableIdentity = true // no CLIENT SETINFO: Valkey and older servers
 	return &redisStore{rdb: redis.NewClient(opts)}, nil
