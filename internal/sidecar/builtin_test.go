@@ -185,13 +185,19 @@ func TestContextForgeBuiltins(t *testing.T) {
 	refused(as("alice", map[string]any{"key": "AKIAIOSFODNN7EXAMPLE"}, "ok"), http.StatusOK, "SecretsDetection", "SECRETS_DETECTED")
 	refused(as("alice", map[string]any{"q": "a Revolutionary idea"}, "ok"), http.StatusOK, "DenyListPlugin", "deny")
 
+	// The deny list on prompt_pre_fetch, where ContextForge documents it
+	// (the rate limiter counts prompts too: Bob's first call).
+	prompt := mcpPost([]byte(`{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"pitch","arguments":{"tone":"groundbreaking"}}}`))
+	prompt.Headers.Set("X-User", "bob")
+	refused(sc.exchange(prompt, upstream(nil, nil, nil)), http.StatusOK, "DenyListPlugin", "deny")
+
 	// Limited: three calls a minute per user; Alice has made three.
 	res = as("alice", map[string]any{"q": "one more"}, "ok")
 	refused(res, http.StatusTooManyRequests, "RateLimiterPlugin", "RATE_LIMIT")
 	if res.Headers.Get("Retry-After") == "" || res.Headers.Get("X-RateLimit-Limit") != "3" {
 		t.Errorf("429 headers %v, want Retry-After and X-RateLimit-Limit: 3", res.Headers)
 	}
-	if res := as("bob", map[string]any{"q": "hello"}, "ok"); res.UpstreamRequest == nil || res.Status != http.StatusOK {
+	if res := as("carol", map[string]any{"q": "hello"}, "ok"); res.UpstreamRequest == nil || res.Status != http.StatusOK {
 		t.Errorf("another user: status %d %s", res.Status, res.Body)
 	}
 }
@@ -246,4 +252,33 @@ plugin_settings:
 	if got := allowed.Load(); got != limit || limited.Load() != calls-limit {
 		t.Errorf("%d calls through two sidecars: %d allowed, %d limited; want %d allowed", calls, got, limited.Load(), limit)
 	}
+}
+
+// TestReloadBuiltin: a reload that changes a built-in plugin's config
+// takes effect; one whose built-in config does not load is rejected and
+// the plugin in force stays.
+func TestReloadBuiltin(t *testing.T) {
+	deny := func(words string) string {
+		return configYAML(`  - name: Deny
+    kind: plugins.deny_filter.deny.DenyListPlugin
+    hooks: [tool_pre_invoke]
+    mode: sequential
+    config:
+      words: ` + words + `
+`)
+	}
+	dir := newConfigMapDir(t, deny("[alpha]"))
+	sc := startSidecar(t, dir.path(), nil)
+	sc.waitReady("Deny")
+	refusal(t, sc.call("t", map[string]any{"q": "alpha"}))
+	passed(t, sc.call("t", map[string]any{"q": "beta"}))
+
+	dir.swap(deny("[beta]"))
+	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "applied")
+	passed(t, sc.call("t", map[string]any{"q": "alpha"}))
+	refusal(t, sc.call("t", map[string]any{"q": "beta"}))
+
+	dir.swap(deny("beta")) // not a list: the file does not load
+	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "rejected")
+	refusal(t, sc.call("t", map[string]any{"q": "beta"}))
 }
