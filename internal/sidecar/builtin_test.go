@@ -282,3 +282,46 @@ func TestReloadBuiltin(t *testing.T) {
 	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "rejected")
 	refusal(t, sc.call("t", map[string]any{"q": "beta"}))
 }
+
+// TestBuiltinModesAndOnError: a built-in plugin's violations and failures
+// follow the entry's mode and on_error as an external plugin's do.
+func TestBuiltinModesAndOnError(t *testing.T) {
+	entry := func(name, mode, onError string) string {
+		return `  - name: ` + name + `
+    kind: cpex_pii_filter.PIIFilterPlugin
+    hooks: [tool_pre_invoke]
+    mode: ` + mode + `
+    on_error: ` + onError + `
+    conditions: [{tools: [` + name + `]}]
+    config: {block_on_detection: true, max_text_bytes: 64}
+`
+	}
+	sc := startSidecar(t, writeConfig(t, configYAML(
+		entry("enforced", "enforce", "fail"),
+		entry("permissive", "permissive", "fail"),
+		entry("failopen", "enforce", "ignore"),
+	)), nil)
+	sc.waitReady("enforced", "permissive", "failopen")
+	long := strings.Repeat("x", 65) // over max_text_bytes: the plugin fails
+	for _, tt := range []struct {
+		tool, arg string
+		refused   bool
+		code      int // JSON-RPC code of the refusal
+	}{
+		{"enforced", "SSN 123-45-6789", true, -32000},   // a block
+		{"enforced", long, true, -32603},                // a failure under on_error fail
+		{"permissive", "SSN 123-45-6789", false, 0},     // transform: the violation is suppressed
+		{"failopen", long, false, 0},                    // on_error ignore: fail open
+		{"failopen", "SSN 123-45-6789", true, -32000},   // still blocks
+		{"enforced", "nothing personal here", false, 0}, // clean
+	} {
+		res := sc.call(tt.tool, map[string]any{"q": tt.arg})
+		if !tt.refused {
+			passed(t, res)
+			continue
+		}
+		if e := refusal(t, res); e.Code != tt.code {
+			t.Errorf("%s %q: code %d (%s), want %d", tt.tool, tt.arg, e.Code, e.Message, tt.code)
+		}
+	}
+}
