@@ -34,7 +34,8 @@ FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:Fuzz
 	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand ./pkg/config:FuzzParseClaimPath \
 	./pkg/pluginclient/mcpconn:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
 	./pkg/attribution:FuzzOps ./pkg/attribution/redisstore:FuzzKeys ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
-	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON ./pkg/mcplist:FuzzFilter ./pkg/rules:FuzzCheck ./pkg/processor:FuzzCodec ./pkg/structwire:FuzzParse
+	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON ./pkg/mcplist:FuzzFilter ./pkg/rules:FuzzCheck ./pkg/processor:FuzzCodec ./pkg/structwire:FuzzParse \
+	./pkg/builtin/jsonscan:FuzzRewrite
 
 # The plugin server on the official MCP TypeScript SDK that the tests run
 # next to the Go ones (npm, pinned by its lockfile). Without node, its

@@ -120,7 +120,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo:", err)
 		return 1
 	}
-	code := script(sctx, st, o.load, stdout, stderr)
+	code := script(sctx, st, log, o.load, stdout, stderr)
 	cancel()
 	if o.keep && ctx.Err() == nil {
 		keepUp(ctx, st, logFile.Name(), stdout)
@@ -128,9 +128,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// script runs the five steps of the demo and prints their results; it
+// script runs the six steps of the demo and prints their results; it
 // returns 0 when every step ended as expected, else 1.
-func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdout, stderr io.Writer) int {
+func script(ctx context.Context, st *localstack.Stack, log zerolog.Logger, load time.Duration, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "\nmcp-extproc demo\n  MCP endpoint (Envoy stand-in): %s\n  sidecar admin: %s\n  plugin config: %s\n  policy: deny %q, redact e-mail addresses; callers need a bearer token\n  plugins: %s\n\n",
 		st.URL, st.AdminURL, st.ConfigPath, localstack.Policy.Deny[0], strings.Join(st.Plugins(), "; "))
 
@@ -162,6 +162,9 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 	if rulesStep(ctx, st, stdout) != 0 { // rules.go
 		code = 1
 	}
+	if builtinStep(ctx, log, stdout) != 0 { // builtin.go
+		code = 1
+	}
 	if load > 0 && loadStep(ctx, st, load, hc, stdout, stderr) != 0 {
 		code = 1
 	}
@@ -176,7 +179,7 @@ func script(ctx context.Context, st *localstack.Stack, load time.Duration, stdou
 // loadStep runs 20 concurrent sessions of hc's caller for d while the
 // plugin restarts once, one second in (or half-way, for a shorter d).
 func loadStep(ctx context.Context, st *localstack.Stack, d time.Duration, hc *http.Client, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stdout, "\n5. 20 concurrent sessions for %v while the plugin restarts once more:\n", d)
+	fmt.Fprintf(stdout, "\n6. 20 concurrent sessions for %v while the plugin restarts once more:\n", d)
 	lctx, lcancel := context.WithTimeout(ctx, d)
 	defer lcancel()
 	restarted := make(chan struct{})

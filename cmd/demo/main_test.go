@@ -98,6 +98,7 @@ func TestKeep(t *testing.T) {
 	}
 	checkIdentitySteps(t, out)
 	checkRulesSteps(t, out)
+	checkBuiltinSteps(t, out)
 	logs, err := os.ReadFile(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -122,6 +123,23 @@ func checkIdentitySteps(t *testing.T, out string) {
 		`(?m)^ok +initialize +a caller with a bad token +blocked +401 Invalid token: .*\(plugin TokenCheck\), WWW-Authenticate: Bearer$`,
 		`(?m)^ok +tools/call +a caller with a good token +allowed +echo: who am I; the plugin was sent user_email ` +
 			regexp.QuoteMeta(demoUser) + `, global_context.user ` + regexp.QuoteMeta(demoUser) + `, client_host 127\.0\.0\.1$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)
+		}
+	}
+}
+
+// checkBuiltinSteps: the demo's step 5 ran ContextForge's guardrails in
+// the sidecar's process: an SSN masked, a secret and a denied word
+// refused, the seventh call of the minute limited.
+func checkBuiltinSteps(t *testing.T, out string) {
+	t.Helper()
+	for _, want := range []string{
+		`(?m)^ok +tools/call +echo an SSN and an e-mail address +modified +echo: SSN \*\*\*-\*\*-6789, mail a\*\*\*a@example\.com$`,
+		`(?m)^ok +tools/call +echo an AWS access key +blocked +Potential secrets detected in tool arguments$`,
+		`(?m)^ok +tools/call +echo a denied word +blocked +Denied words found in prompt$`,
+		`(?m)^ok +tools/call +echo again \(7th: over the limit\) +blocked +Too Many Requests$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)

@@ -35,9 +35,10 @@
 //
 // One file each: passthrough (traffic no plugin applies to, GET streams
 // included), one-plugin, chain, sse, concurrency, allocs (in memory),
-// transports (each cpex plugin transport against a direct call over it)
-// and replicas (1, 2 and 4 plugin replicas behind a per-connection
-// round-robin balancer, hook calls per second).
+// transports (each cpex plugin transport against a direct call over it),
+// replicas (1, 2 and 4 plugin replicas behind a per-connection
+// round-robin balancer, hook calls per second), and builtin (an in-process
+// hook of a built-in plugin, and a tool call through three of them).
 //
 // # The driver
 //

@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu", "builtin"}
 }
 
 // runner holds the settings of one Run.
@@ -103,6 +103,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"identity":    r.identityScenario,
 		"rules":       r.rulesScenario,
 		"cpu":         r.cpuScenario,
+		"builtin":     r.builtinScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {

@@ -65,6 +65,10 @@ type Options struct {
 	// plugin over the first and a redaction plugin over the second, both
 	// in one config.
 	Transports []Transport
+	// Builtins, when set, are the plugins: entries, and no plugin server
+	// starts: a stack of built-in plugins alone (docs/builtin-plugins.md).
+	// Transports and Tokens are then ignored.
+	Builtins string
 	// Tokens, when set, add the example plugin's token check
 	// (policy.NewTokenCheck: bearer token → e-mail) as a plugin served
 	// over MCP by its own server, which RestartPlugin leaves running: a
@@ -124,6 +128,9 @@ func (s *Stack) startPlugins(opts Options) (*config.Config, error) {
 		return nil, err
 	}
 	s.ConfigPath = filepath.Join(dir, "plugins.yaml")
+	if opts.Builtins != "" {
+		return s.writeConfig(opts, opts.Builtins)
+	}
 	transports := opts.Transports
 	if len(transports) == 0 {
 		transports = []Transport{MCP}
@@ -146,6 +153,12 @@ func (s *Stack) startPlugins(opts Options) (*config.Config, error) {
 		}
 		entries += s.auth.entry()
 	}
+	return s.writeConfig(opts, entries)
+}
+
+// writeConfig writes the sidecar's config with the plugins: entries, and
+// loads it.
+func (s *Stack) writeConfig(opts Options, entries string) (*config.Config, error) {
 	tmpl := opts.Config
 	if tmpl == "" {
 		tmpl = ConfigTemplate

@@ -37,7 +37,10 @@ func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *
 	for _, p := range cfg.Plugins {
 		c, reused := prev.reusable(p, set)
 		if !reused {
-			c, err = pluginclient.New(p, cfg.PluginSettings, pluginclient.Options{Logger: log, Observer: m, Slots: set.sessions})
+			opts := pluginclient.Options{Logger: log, Observer: m, Slots: set.sessions}
+			if err = inProcess(p, &opts); err == nil { // builtin.go
+				c, err = pluginclient.New(p, cfg.PluginSettings, opts)
+			}
 			if err != nil {
 				closeClients(context.Background(), created)
 				return nil, nil, nil, err

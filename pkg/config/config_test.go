@@ -271,7 +271,7 @@ func TestLoadInvalid(t *testing.T) {
 		where
 		message string
 	}{
-		{where{"PIIFilterPlugin", "kind"}, `unsupported kind "plugins.pii_filter.pii_filter.PIIFilterPlugin": only external MCP plugins run in the sidecar`},
+		{where{"PIIFilterPlugin", "kind"}, `"plugins.summarizer.summarizer.SummarizerPlugin" cannot run in the sidecar: it is not a built-in plugin`},
 		{where{"SSEPlugin", "mcp"}, "only valid with proto STDIO"},
 		{where{"BadURL", "priority"}, "cannot construct !!str `high` into int"},
 		{where{"BadURL", "hooks[1]"}, `unknown hook "tool_pre_invok"`},

@@ -55,7 +55,8 @@ extproc:
   unattributed_responses: refuze
 `
 	want := []string{
-		`line 3: plugin "p": kind: unsupported kind "extrenal": only external MCP plugins run in the sidecar; did you mean "external"?`,
+		`line 3: plugin "p": kind: unsupported kind "extrenal": the sidecar runs external plugins and the class paths of its built-in plugins (`,
+		`); did you mean "external"?`,
 		`line 4: plugin "p": hooks[0]: unknown hook "tool_pre_invok"; did you mean "tool_pre_invoke"?`,
 		`(legacy: enforce, permissive, enforce_ignore_error); did you mean "sequential"?`,
 		`line 12: plugin "q": on_error: unknown on_error "ignor": want fail, ignore or disable; did you mean "ignore"?`,

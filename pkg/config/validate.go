@@ -73,13 +73,7 @@ func (v *validator) config(c *Config) {
 
 func (v *validator) plugin(p *Plugin, label, base string) {
 	field := func(f string) string { return joinPath(base, f) }
-	switch p.Kind {
-	case KindExternal:
-	case "":
-		v.problem(label, field("kind"), `required: "external" (only external MCP plugins run in the sidecar)`)
-	default:
-		v.problem(label, field("kind"), "unsupported kind %q: only external MCP plugins run in the sidecar%s", p.Kind, didYouMean(p.Kind, []string{KindExternal}))
-	}
+	external := v.kind(p, label, field) // builtin.go
 	if p.Kind == KindExternal && len(p.Config) > 0 {
 		v.problem(label, field("config"), "not allowed with kind external: a plugin's config is set on the plugin server")
 	}
@@ -116,8 +110,8 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 			v.warn(label, joinPath(f, "agents"), "ignored: agent hooks never fire in the sidecar")
 		}
 	}
-	if p.Kind != KindExternal {
-		return // the transport of a plugin that cannot run is not worth checking
+	if !external {
+		return // the transport of a plugin that cannot run, or runs in-process, is not worth checking
 	}
 	v.transport(p, label, field)
 }

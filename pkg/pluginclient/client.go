@@ -215,7 +215,7 @@ func validate(pl config.Plugin, custom bool) error {
 	if custom {
 		return nil
 	}
-	if pl.Kind != config.KindExternal {
+	if !pl.External() {
 		return fmt.Errorf("kind %q is not supported (only external plugins)", pl.Kind)
 	}
 	if pl.MCP == nil {

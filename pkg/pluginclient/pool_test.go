@@ -21,7 +21,10 @@ func TestNewPoolRejects(t *testing.T) {
 		mutate func(*config.Plugin)
 		want   string
 	}{
-		{"native kind", func(p *config.Plugin) { p.Kind = "plugins.regex.RegexFilter" }, "kind"},
+		{"native kind", func(p *config.Plugin) { p.Kind = "native" }, "kind"},
+		// A built-in plugin runs in-process through its own Dialer (the
+		// sidecar's), never over its transport section.
+		{"built-in kind", func(p *config.Plugin) { p.Kind = "plugins.deny_filter.deny.DenyListPlugin" }, "kind"},
 		{"no mcp", func(p *config.Plugin) { p.MCP = nil }, "mcp"},
 		{"sse missing ca", func(p *config.Plugin) {
 			p.MCP.Proto, p.MCP.TLS = "SSE", &config.TLS{CABundle: "/nonexistent/ca.pem"}

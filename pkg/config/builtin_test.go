@@ -1,0 +1,80 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestBuiltinKinds checks what --check-config says about entries whose
+// kind is a class path: built in, external behind a transport, or neither.
+func TestBuiltinKinds(t *testing.T) {
+	const head = "plugins:\n  - name: P\n"
+	for _, tc := range []struct {
+		name, yaml string
+		problem    where // zero: the file loads
+		msg        string
+		warning    where // zero: no warning expected
+		warnMsg    string
+		line       int // of the warning, when set
+	}{
+		{name: "deny list as documented",
+			yaml: "    kind: plugins.deny_filter.deny.DenyListPlugin\n    hooks: [prompt_pre_fetch]\n    config:\n      words: [innovative]\n"},
+		{name: "unknown config key",
+			yaml:    "    kind: plugins.deny_filter.deny.DenyListPlugin\n    hooks: [prompt_pre_fetch]\n    config:\n      words: [a]\n      wordz: [b]\n",
+			warning: where{"P", "config.wordz"}, warnMsg: "unknown key", line: 5},
+		{name: "bad config",
+			yaml:    "    kind: plugins.deny_filter.deny.DenyListPlugin\n    hooks: [prompt_pre_fetch]\n    config: {words: innovative}\n",
+			problem: where{"P", "config.words"}, msg: "must be a list"},
+		{name: "no hooks",
+			yaml:    "    kind: plugins.deny_filter.deny.DenyListPlugin\n    config: {words: [a]}\n",
+			warning: where{"P", "hooks"}, warnMsg: "never runs"},
+		{name: "hook not implemented",
+			yaml:    "    kind: plugins.deny_filter.deny.DenyListPlugin\n    hooks: [prompt_pre_fetch, tool_post_invoke]\n    config: {words: [a]}\n",
+			warning: where{"P", "hooks[1]"}, warnMsg: "does not implement tool_post_invoke"},
+		{name: "built in with a transport",
+			yaml:    "    kind: plugins.deny_filter.deny.DenyListPlugin\n    hooks: [prompt_pre_fetch]\n    config: {words: [a]}\n    mcp: {proto: STREAMABLEHTTP, url: 'http://p/mcp'}\n",
+			warning: where{"P", "kind"}, warnMsg: "transport section is ignored"},
+		{name: "class path behind a transport",
+			yaml:    "    kind: plugins.summarizer.summarizer.SummarizerPlugin\n    hooks: [tool_post_invoke]\n    mcp: {proto: STREAMABLEHTTP, url: 'http://p/mcp'}\n",
+			warning: where{"P", "kind"}, warnMsg: "called as an external plugin"},
+		{name: "class path without a transport",
+			yaml:    "    kind: plugins.summarizer.summarizer.SummarizerPlugin\n    hooks: [tool_post_invoke]\n",
+			problem: where{"P", "kind"}, msg: "cannot run in the sidecar: it is not a built-in plugin (deny_filter"},
+		{name: "no kind",
+			yaml:    "    hooks: [tool_post_invoke]\n",
+			problem: where{"P", "kind"}, msg: "required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Parse([]byte(head+tc.yaml), nil)
+			if tc.problem != (where{}) {
+				var ve *ValidationError
+				if !errors.As(err, &ve) {
+					t.Fatalf("want a ValidationError, got %v", err)
+				}
+				if msg, ok := wheres(ve.Problems)[tc.problem]; !ok || !strings.Contains(msg, tc.msg) {
+					t.Errorf("problems %v; want %v: ...%s...", ve.Problems, tc.problem, tc.msg)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("want valid: %v", err)
+			}
+			if tc.warning == (where{}) {
+				if len(c.Warnings) > 0 {
+					t.Errorf("warnings %v, want none", c.Warnings)
+				}
+				return
+			}
+			for _, w := range c.Warnings {
+				if (where{w.Plugin, w.Field}) == tc.warning && strings.Contains(w.Message, tc.warnMsg) {
+					if tc.line != 0 && w.Line != tc.line {
+						t.Errorf("warning %v at line %d, want %d", w, w.Line, tc.line)
+					}
+					return
+				}
+			}
+			t.Errorf("warnings %v; want %v: ...%s...", c.Warnings, tc.warning, tc.warnMsg)
+		})
+	}
+}
