@@ -85,7 +85,7 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 		case (h == cpex.TokenDelegate || h == cpex.IdentityResolve) && p.MCP == nil && (p.GRPC != nil || p.UnixSocket != nil):
 			v.warn(label, f, "hook %q over gRPC or the Unix socket: cpex 0.1.3 servers fail on its typed answers there; use mcp", h)
 		case !sidecarHook(h):
-			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, http_*, identity_resolve and token_delegate hooks do)", h)
+			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, *_post_list, http_*, identity_resolve and token_delegate hooks do)", h)
 		}
 	}
 	if p.Mode != "" {
@@ -400,7 +400,7 @@ func validHeaderName(h string) bool {
 func sidecarHook(h cpex.HookType) bool {
 	switch h {
 	case cpex.HTTPPreRequest, cpex.HTTPPostRequest, cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission,
-		cpex.IdentityResolve, cpex.TokenDelegate:
+		cpex.IdentityResolve, cpex.TokenDelegate, cpex.ToolsPostList, cpex.PromptsPostList, cpex.ResourcesPostList:
 		return true
 	}
 	return slices.Contains(cpex.MCPHooks[:], h)

@@ -58,6 +58,17 @@ const (
 	TokenDelegate   HookType = "token_delegate"
 )
 
+// The list hooks: a plugin that declares one is given each list result
+// of its kind (after the rules filtered it) and may drop items (modified
+// payload) or refuse the list (violation). Proposed in ContextForge #673;
+// cpex 0.1 does not define them, so only plugin servers that know them
+// (this project's Go SDK, pkg/pluginserver) declare them.
+const (
+	ToolsPostList     HookType = "tools_post_list"
+	PromptsPostList   HookType = "prompts_post_list"
+	ResourcesPostList HookType = "resources_post_list" // resources/list and resources/templates/list
+)
+
 // MCPHooks lists the hooks this project dispatches, in request/response pairs.
 var MCPHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke,
@@ -74,6 +85,7 @@ var knownHooks = [...]HookType{
 	HTTPPreRequest, HTTPPostRequest, HTTPAuthResolveUser,
 	HTTPAuthCheckPermission, "agent_pre_invoke", "agent_post_invoke",
 	IdentityResolve, TokenDelegate,
+	ToolsPostList, PromptsPostList, ResourcesPostList,
 }
 
 // KnownHooks returns every hook type cpex defines (a fresh slice): the MCP

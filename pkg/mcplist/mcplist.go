@@ -26,15 +26,18 @@ type List struct {
 	// CallMethod is the method through which an item is used, e.g.
 	// "tools/call": the method a rule is asked about for each item.
 	CallMethod string
+	// Hook is the plugins' hook for the list's results, e.g.
+	// "tools_post_list" (cpex.ToolsPostList).
+	Hook string
 }
 
 // lists is the table behind ByMethod and All. It is never modified: the
 // entries handed out are shared and read-only (no allocation per request).
 var lists = [...]List{
-	{Method: "tools/list", ItemsKey: "tools", NameKey: "name", CallMethod: "tools/call"},
-	{Method: "prompts/list", ItemsKey: "prompts", NameKey: "name", CallMethod: "prompts/get"},
-	{Method: "resources/list", ItemsKey: "resources", NameKey: "uri", CallMethod: "resources/read"},
-	{Method: "resources/templates/list", ItemsKey: "resourceTemplates", NameKey: "uriTemplate", CallMethod: "resources/read"},
+	{Method: "tools/list", ItemsKey: "tools", NameKey: "name", CallMethod: "tools/call", Hook: "tools_post_list"},
+	{Method: "prompts/list", ItemsKey: "prompts", NameKey: "name", CallMethod: "prompts/get", Hook: "prompts_post_list"},
+	{Method: "resources/list", ItemsKey: "resources", NameKey: "uri", CallMethod: "resources/read", Hook: "resources_post_list"},
+	{Method: "resources/templates/list", ItemsKey: "resourceTemplates", NameKey: "uriTemplate", CallMethod: "resources/read", Hook: "resources_post_list"},
 }
 
 // ByMethod returns the list method's entry, or false if method is not one of

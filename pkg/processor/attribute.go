@@ -32,6 +32,11 @@ func (st *stream) postConfigured() bool {
 				break
 			}
 		}
+		for l := range mcplist.All() {
+			if st.post == 1 && st.listHookApplies(l) {
+				st.post = 2
+			}
+		}
 	}
 	return st.post == 2
 }

@@ -73,6 +73,9 @@ func (st *stream) needs() (body, post bool) {
 		// they may hide some of it from this caller.
 		body, post = true, post || st.listsNeedAnswer()
 	}
+	if st.listHooksNeedAnswer() {
+		body, post = true, true // listhooks.go
+	}
 	if st.snap.Pins != nil {
 		// Pinning reads every request (a call of a changed definition is
 		// refused) and every pinned list's answer (pinning.go).

@@ -120,10 +120,11 @@ func (st *stream) listRequest(m *mcpmsg.Message) {
 // readsList reports whether the answer of a list method is read: the
 // rules filter it, or its definitions are pinned (pinning.go).
 func (st *stream) readsList(method string) bool {
-	if _, ok := mcplist.ByMethod(method); !ok {
+	l, ok := mcplist.ByMethod(method)
+	if !ok {
 		return false
 	}
-	return st.snap.Rules.Len() > 0 || st.pinsList(method)
+	return st.snap.Rules.Len() > 0 || st.pinsList(method) || st.listHookApplies(l)
 }
 
 // filtersLists reports whether the rules may hide items of the list
@@ -166,13 +167,20 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 	})
 	first := at.first
 	st.obs.RuleEvaluation("list", time.Since(start))
+	dropped := 0
+	if err == nil {
+		var refused []byte
+		if out, dropped, refused = st.listHook(m, l, out); refused != nil { // listhooks.go
+			return refused
+		}
+	}
 	// The rules may hide items from this caller, so the list is its view
 	// (whole or not): never a shared-cache hint (MCP 2026-07-28).
 	private := false
 	if err == nil {
 		out, private, err = mcplist.PrivateCacheScope(out)
 	}
-	if err == nil && (n > 0 || private) {
+	if err == nil && (n > 0 || dropped > 0 || private) {
 		// The filter removed whole items from the result Parse validated,
 		// or changed a string for another.
 		out, err = mcpmsg.ReplaceValidResult(*m, out)
@@ -182,7 +190,7 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, l.Method+" result cannot be filtered by the rules: "+err.Error(), nil)
 	}
 	if n == 0 {
-		if private {
+		if private || dropped > 0 {
 			return out
 		}
 		return nil

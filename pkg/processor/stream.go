@@ -228,7 +228,7 @@ func (st *stream) anyHook() bool {
 			return true
 		}
 	}
-	return false
+	return st.listHooksNeedAnswer()
 }
 
 func internalError(st *stream, reason string) *extprocv3.ProcessingResponse {
