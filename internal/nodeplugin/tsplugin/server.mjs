@@ -117,9 +117,22 @@ function httpHook(plugin, hookType, payload) {
   return undefined;
 }
 
+// listHook answers the list hooks (tools_post_list, prompts_post_list,
+// resources_post_list): the items any of the plugin's deny patterns
+// matches (in a description or another string, never the name) are
+// dropped from the list.
+function listHook(plugin, payload) {
+  const key = ["tools", "prompts", "resources", "resourceTemplates"].find((k) => Array.isArray(payload[k]));
+  if (!key) return { continue_processing: true, modified_payload: null, metadata: {} };
+  const kept = payload[key].filter((item) => ![...strings(item)].some((s) => plugin.deny.some((re) => re.test(s))));
+  if (kept.length === payload[key].length) return { continue_processing: true, modified_payload: null, metadata: {} };
+  return { continue_processing: true, modified_payload: { ...payload, [key]: kept }, metadata: {} };
+}
+
 function runHook(plugin, hookType, payload) {
   const answer = httpHook(plugin, hookType, payload);
   if (answer) return answer;
+  if (hookType.endsWith("_post_list")) return listHook(plugin, payload);
   for (const s of strings(payload)) {
     const hit = plugin.deny.find((re) => re.test(s));
     if (hit) {
