@@ -175,21 +175,36 @@ func (c *Conn) release(s *slot) {
 }
 
 // exchange runs one request on s, dialling first if needed. Any failure
-// drops the connection.
+// drops the connection. A pooled connection the server closed while it was
+// idle (a restart: the write fails, so the request never left) is dialled
+// again and the request sent on the new one: that is the call's first
+// attempt, not a retry (pluginclient retries; a transport never repeats a
+// request that reached the server).
 func (c *Conn) exchange(ctx context.Context, s *slot, req, resp proto.Message) error {
-	if s.c == nil {
-		conn, err := c.dial(ctx)
-		if err != nil {
+	reused := s.c != nil
+	for {
+		if s.c == nil {
+			conn, err := c.dial(ctx)
+			if err != nil {
+				return err
+			}
+			s.c = conn
+		}
+		err := c.exchangeOn(ctx, s, req, resp)
+		if err == nil {
+			return nil
+		}
+		s.drop()
+		if !reused || !errors.Is(err, errNotSent) || ctx.Err() != nil {
 			return err
 		}
-		s.c = conn
+		reused = false
 	}
-	err := c.exchangeOn(ctx, s, req, resp)
-	if err != nil {
-		s.drop()
-	}
-	return err
 }
+
+// errNotSent is wrapped by the error of a request whose write failed: it
+// never reached the server.
+var errNotSent = errors.New("request not sent")
 
 func (c *Conn) exchangeOn(ctx context.Context, s *slot, req, resp proto.Message) error {
 	deadline := time.Now().Add(c.opts.Timeout)
@@ -217,7 +232,7 @@ func (c *Conn) exchangeOn(ctx context.Context, s *slot, req, resp proto.Message)
 		return err
 	}
 	if _, err := s.c.Write(s.out); err != nil {
-		return c.ioError(ctx, err)
+		return fmt.Errorf("%w: %w", errNotSent, c.ioError(ctx, err))
 	}
 	msg, err := cpexpb.ReadFrame(s.c, s.in)
 	if err != nil {
