@@ -11,7 +11,9 @@ package cpex
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
+	"time"
 )
 
 // ErrInvalidReply is the cause of every failure where a plugin answered
@@ -373,6 +375,31 @@ type PluginResult struct {
 	Violation          *PluginViolation  `json:"violation,omitempty"`
 	Metadata           map[string]any    `json:"metadata,omitempty"`
 	HTTPHeaders        map[string]string `json:"http_headers,omitempty"`
+	// RetryDelayMS is cpex's hint that the client may retry after this
+	// many milliseconds (a rate limit, say); a double over gRPC. Use
+	// RetryDelay.
+	RetryDelayMS *float64 `json:"retry_delay_ms,omitempty"`
+}
+
+// MaxRetryDelay bounds the retry delay a plugin result can ask of a client:
+// a longer one is cut to it.
+const MaxRetryDelay = time.Hour
+
+// RetryDelay returns retry_delay_ms as a duration in (0, MaxRetryDelay]:
+// 0 when it is absent, not positive or not a number, MaxRetryDelay when it
+// is longer.
+func (r *PluginResult) RetryDelay() time.Duration {
+	if r.RetryDelayMS == nil {
+		return 0
+	}
+	ms := *r.RetryDelayMS
+	switch {
+	case math.IsNaN(ms) || ms <= 0:
+		return 0
+	case ms >= float64(MaxRetryDelay/time.Millisecond):
+		return MaxRetryDelay
+	}
+	return time.Duration(math.Ceil(ms * float64(time.Millisecond)))
 }
 
 // Continue reports whether processing continues (absent means true).

@@ -3,6 +3,7 @@ package cpex
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestCanonicalHook: every name cpex accepts for a hook maps to the hook
@@ -76,5 +77,21 @@ func TestCanonicalHooks(t *testing.T) {
 				t.Errorf("CanonicalHooks(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPluginResultRetryDelay: the bound itself.
+func TestPluginResultRetryDelay(t *testing.T) {
+	for _, tc := range []struct {
+		ms   float64
+		want time.Duration
+	}{
+		{0, 0}, {-1, 0}, {0.5, 500 * time.Microsecond}, {250, 250 * time.Millisecond},
+		{3600000, time.Hour}, {3600001, time.Hour},
+	} {
+		r := PluginResult{RetryDelayMS: &tc.ms}
+		if got := r.RetryDelay(); got != tc.want {
+			t.Errorf("RetryDelay(%v ms) = %v, want %v", tc.ms, got, tc.want)
+		}
 	}
 }
