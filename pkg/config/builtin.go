@@ -45,6 +45,9 @@ func (v *validator) kind(p *Plugin, label string, field func(string) string) (ex
 			v.warn(label, field("kind"), "%q runs in the sidecar's process: its transport section is ignored (kind: external to call a plugin server instead)", p.Kind)
 		}
 		return false
+	case p.Kind == KindIsolatedVenv:
+		v.isolatedVenv(p, label, field)
+		return false
 	case !isClassPath(p.Kind):
 		v.problem(label, field("kind"), "unsupported kind %q: the sidecar runs external plugins and the class paths of its built-in plugins (%s)%s",
 			p.Kind, builtin.Names(), didYouMean(p.Kind, []string{KindExternal}))
@@ -59,6 +62,28 @@ func (v *validator) kind(p *Plugin, label string, field func(string) string) (ex
 	v.problem(label, field("kind"), "%q cannot run in the sidecar: it is not a built-in plugin (%s), and without an mcp, grpc or unix_socket section there is no plugin server to call%s",
 		p.Kind, builtin.Names(), didYouMean(p.Kind, builtinKinds()))
 	return false
+}
+
+// KindIsolatedVenv is the kind cpex 0.1.4's plugin installer writes for a
+// class-path plugin it runs in its own virtualenv (a stdio JSON worker,
+// the class in config.class_name). The sidecar cannot run it: --check-config
+// says what to write instead.
+const KindIsolatedVenv = "isolated_venv"
+
+// isolatedVenv answers a kind: isolated_venv entry with what to do
+// instead: the built-in class path when config.class_name names a built-in
+// plugin, else an external plugin server for the class.
+func (v *validator) isolatedVenv(p *Plugin, label string, field func(string) string) {
+	class, _ := p.Config["class_name"].(string)
+	class = strings.TrimSpace(class)
+	switch {
+	case class == "":
+		v.problem(label, field("config.class_name"), "required with kind isolated_venv (cpex's installer writes the plugin's class path there); the sidecar cannot run an isolated_venv worker: use kind: external with an mcp section for the plugin's server")
+	case builtin.Known(class):
+		v.problem(label, field("kind"), "the sidecar cannot run an isolated_venv worker, but %s is built in: write kind: %s, without config.class_name (the rest of config: is the plugin's own), to run it in the sidecar's process", class, class)
+	default:
+		v.problem(label, field("kind"), "the sidecar cannot run an isolated_venv worker, and %s is not a built-in plugin (%s): serve it with cpex's MCP plugin server runtime and write kind: external with mcp: {proto: STDIO, cmd: [<command that starts the server>]} (same Pod) or mcp: {proto: STREAMABLEHTTP, url: http://<host>:<port>/mcp}; see docs/plugin-transports.md", class, builtin.Names())
+	}
 }
 
 // builtinKinds lists every class path the sidecar runs in-process, and

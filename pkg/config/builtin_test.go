@@ -78,3 +78,52 @@ func TestBuiltinKinds(t *testing.T) {
 		})
 	}
 }
+
+// TestIsolatedVenv: cpex 0.1.4's installer output is a problem that says
+// what to write instead, never a crash: the built-in class path when
+// config.class_name is one, else an external plugin server.
+func TestIsolatedVenv(t *testing.T) {
+	const head = "plugins:\n  - name: P\n    kind: isolated_venv\n    hooks: [prompt_pre_fetch]\n"
+	for _, tc := range []struct {
+		name, yaml string
+		field      string
+		want       []string
+		notWant    string
+	}{
+		{"built-in class", "    config: {class_name: plugins.deny_filter.deny.DenyListPlugin, words: [a]}\n",
+			"kind", []string{"kind: plugins.deny_filter.deny.DenyListPlugin", "sidecar's process"}, "kind: external"},
+		{"built-in class, cpex-plugins path", "    config: {class_name: ' cpex_pii_filter.pii_filter.PIIFilterPlugin '}\n",
+			"kind", []string{"kind: cpex_pii_filter.pii_filter.PIIFilterPlugin"}, "kind: external"},
+		{"other class", "    config: {class_name: plugins.summarizer.summarizer.SummarizerPlugin}\n",
+			"kind", []string{"plugins.summarizer.summarizer.SummarizerPlugin is not a built-in plugin", "kind: external", "proto: STDIO", "STREAMABLEHTTP"}, "sidecar's process"},
+		{"no class_name", "    config: {python: /venv/bin/python}\n",
+			"config.class_name", []string{"required with kind isolated_venv", "kind: external"}, ""},
+		{"class_name not a string", "    config: {class_name: 7}\n",
+			"config.class_name", []string{"required"}, ""},
+		{"no config", "",
+			"config.class_name", []string{"required"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(head+tc.yaml), nil)
+			var ve *ValidationError
+			if !errors.As(err, &ve) {
+				t.Fatalf("want a ValidationError, got %v", err)
+			}
+			msg, ok := wheres(ve.Problems)[where{"P", tc.field}]
+			if !ok {
+				t.Fatalf("problems %v; want one at %s", ve.Problems, tc.field)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("problem %q lacks %q", msg, w)
+				}
+			}
+			if tc.notWant != "" && strings.Contains(msg, tc.notWant) {
+				t.Errorf("problem %q says %q", msg, tc.notWant)
+			}
+			if len(ve.Problems) != 1 {
+				t.Errorf("problems %v, want exactly one", ve.Problems)
+			}
+		})
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
 // legacyModes maps the legacy mode names to the cpex modes.
@@ -54,6 +56,8 @@ func (c *Config) ApplyDefaults() {
 		p := &c.Plugins[i]
 		p.Name = strings.TrimSpace(p.Name)
 		p.Kind = strings.TrimSpace(p.Kind)
+		// cpex's other names for a hook run as that hook (one table, in cpex).
+		p.Hooks = cpex.CanonicalHooks(p.Hooks)
 		if p.Mode != "" {
 			raw := Mode(strings.ToLower(strings.TrimSpace(string(p.Mode))))
 			if raw == LegacyModeEnforceIgnoreError && p.OnError == "" {

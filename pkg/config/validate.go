@@ -84,6 +84,8 @@ func (v *validator) plugin(p *Plugin, label, base string) {
 			v.problem(label, f, "unknown hook %q%s", h, didYouMean(string(h), words(cpex.KnownHooks()...)))
 		case (h == cpex.TokenDelegate || h == cpex.IdentityResolve) && p.MCP == nil && (p.GRPC != nil || p.UnixSocket != nil):
 			v.warn(label, f, "hook %q over gRPC or the Unix socket: cpex 0.1.3 servers fail on its typed answers there; use mcp", h)
+		case h == cpex.CMFLLMInput || h == cpex.CMFLLMOutput:
+			v.warn(label, f, "hook %q never runs: the sidecar sees MCP traffic, not LLM input or output, and cpex has no bare hook for it", h)
 		case !sidecarHook(h):
 			v.warn(label, f, "hook %q never fires in the sidecar (only the tool, prompt, resource, *_post_list, http_*, identity_resolve and token_delegate hooks do)", h)
 		}

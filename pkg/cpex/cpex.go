@@ -11,7 +11,9 @@ package cpex
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"slices"
+	"time"
 )
 
 // ErrInvalidReply is the cause of every failure where a plugin answered
@@ -76,26 +78,96 @@ var MCPHooks = [...]HookType{
 	ResourcePreFetch, ResourcePostFetch,
 }
 
+// The hooks of cpex's CMF message family (MessagePayload) that have no bare
+// hook in the sidecar: they are known, so a config naming them loads, but
+// nothing dispatches them.
+const (
+	CMFLLMInput  HookType = "cmf.llm_input"
+	CMFLLMOutput HookType = "cmf.llm_output"
+)
+
 // knownHooks lists every hook type cpex defines: the MCP hooks, then the
-// http_* and agent_* families (of which the sidecar dispatches
-// http_pre_request and http_auth_resolve_user). Never written.
+// http_*, agent_* and identity families, evaluate (cpex 0.1.x) and elicit
+// (cpex 0.2), and the CMF hooks with no bare hook. The aliases of
+// hookAliases are known too. Never written.
 var knownHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke, PromptPreFetch, PromptPostFetch,
 	ResourcePreFetch, ResourcePostFetch,
 	HTTPPreRequest, HTTPPostRequest, HTTPAuthResolveUser,
 	HTTPAuthCheckPermission, "agent_pre_invoke", "agent_post_invoke",
-	IdentityResolve, TokenDelegate,
+	IdentityResolve, TokenDelegate, "evaluate", "elicit",
+	CMFLLMInput, CMFLLMOutput,
 	ToolsPostList, PromptsPostList, ResourcesPostList,
 }
 
+// HookAlias is another name cpex accepts for a hook: Alias is dispatched as
+// Hook.
+type HookAlias struct {
+	Alias, Hook HookType
+}
+
+// hookAliases is the one table of hook aliases: cpex 0.1.x's CMF names
+// (cmf.x falls back to the bare hook x) and the 0.2 runtime's prompt names
+// (it dispatches prompt_*_invoke where its types say prompt_*_fetch). The
+// sidecar runs an alias as its hook, with that hook's payload. Never
+// written.
+var hookAliases = [...]HookAlias{
+	{"cmf.tool_pre_invoke", ToolPreInvoke},
+	{"cmf.tool_post_invoke", ToolPostInvoke},
+	{"cmf.prompt_pre_fetch", PromptPreFetch},
+	{"cmf.prompt_post_fetch", PromptPostFetch},
+	{"cmf.resource_pre_fetch", ResourcePreFetch},
+	{"cmf.resource_post_fetch", ResourcePostFetch},
+	{"cmf.prompt_pre_invoke", PromptPreFetch},
+	{"cmf.prompt_post_invoke", PromptPostFetch},
+	{"prompt_pre_invoke", PromptPreFetch},
+	{"prompt_post_invoke", PromptPostFetch},
+}
+
+// HookAliases returns the alias table (a fresh slice).
+func HookAliases() []HookAlias { return slices.Clone(hookAliases[:]) }
+
+// CanonicalHook returns the hook the sidecar runs for h: the hook of an
+// alias, else h itself.
+func CanonicalHook(h HookType) HookType {
+	for _, a := range hookAliases {
+		if a.Alias == h {
+			return a.Hook
+		}
+	}
+	return h
+}
+
+// CanonicalHooks returns hooks with every alias replaced by its hook and
+// repeats dropped, in order of first appearance; nil stays nil.
+func CanonicalHooks(hooks []HookType) []HookType {
+	if hooks == nil {
+		return nil
+	}
+	out := make([]HookType, 0, len(hooks))
+	for _, h := range hooks {
+		if c := CanonicalHook(h); !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // KnownHooks returns every hook type cpex defines (a fresh slice): the MCP
-// hooks first, then the http_* and agent_* families.
-func KnownHooks() []HookType { return slices.Clone(knownHooks[:]) }
+// hooks first, then the other families, then the aliases.
+func KnownHooks() []HookType {
+	out := slices.Clone(knownHooks[:])
+	for _, a := range hookAliases {
+		out = append(out, a.Alias)
+	}
+	return out
+}
 
 // KnownHook reports whether h is a hook type that cpex defines, including the
-// families this project does not dispatch (http_*, agent_*).
+// families this project does not dispatch (agent_*, cmf.llm_*) and the
+// aliases.
 func KnownHook(h HookType) bool {
-	return slices.Contains(knownHooks[:], h)
+	return slices.Contains(knownHooks[:], h) || CanonicalHook(h) != h
 }
 
 // HTTPPreRequestPayload is the payload of http_pre_request. Headers is
@@ -315,6 +387,31 @@ type PluginResult struct {
 	Violation          *PluginViolation  `json:"violation,omitempty"`
 	Metadata           map[string]any    `json:"metadata,omitempty"`
 	HTTPHeaders        map[string]string `json:"http_headers,omitempty"`
+	// RetryDelayMS is cpex's hint that the client may retry after this
+	// many milliseconds (a rate limit, say); a double over gRPC. Use
+	// RetryDelay.
+	RetryDelayMS *float64 `json:"retry_delay_ms,omitempty"`
+}
+
+// MaxRetryDelay bounds the retry delay a plugin result can ask of a client:
+// a longer one is cut to it.
+const MaxRetryDelay = time.Hour
+
+// RetryDelay returns retry_delay_ms as a duration in (0, MaxRetryDelay]:
+// 0 when it is absent, not positive or not a number, MaxRetryDelay when it
+// is longer.
+func (r *PluginResult) RetryDelay() time.Duration {
+	if r.RetryDelayMS == nil {
+		return 0
+	}
+	ms := *r.RetryDelayMS
+	switch {
+	case math.IsNaN(ms) || ms <= 0:
+		return 0
+	case ms >= float64(MaxRetryDelay/time.Millisecond):
+		return MaxRetryDelay
+	}
+	return time.Duration(math.Ceil(ms * float64(time.Millisecond)))
 }
 
 // Continue reports whether processing continues (absent means true).

@@ -20,13 +20,14 @@ type run struct {
 	target Target
 	log    zerolog.Logger
 
-	cur       json.RawMessage // the payload as the chain has made it
-	result    json.RawMessage // a hook's answer that is not a payload (httphooks.go)
-	modified  bool
-	violation *cpex.PluginViolation
-	err       *PluginError
-	stoppedBy string
-	users     lazyUsers
+	cur        json.RawMessage // the payload as the chain has made it
+	result     json.RawMessage // a hook's answer that is not a payload (httphooks.go)
+	modified   bool
+	violation  *cpex.PluginViolation
+	retryDelay time.Duration // the blocking plugin's retry_delay_ms
+	err        *PluginError
+	stoppedBy  string
+	users      lazyUsers
 }
 
 func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
@@ -136,7 +137,7 @@ func (r *run) handle(en *entry, rep reply) {
 		if res.Violation != nil {
 			v := *res.Violation
 			v.PluginName = en.name
-			r.violation = &v
+			r.violation, r.retryDelay = &v, res.RetryDelay()
 			r.e.observe(en.name, r.hook, Blocked, rep.dur)
 			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
 				Dur("duration", rep.dur).Msg("plugin blocked the message")

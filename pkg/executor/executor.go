@@ -122,6 +122,10 @@ type Outcome struct {
 	// Violation, when set, blocks the message; its PluginName is set. It
 	// takes precedence over Payload.
 	Violation *cpex.PluginViolation
+	// RetryDelay is the blocking plugin's retry_delay_ms, bounded (see
+	// [cpex.PluginResult.RetryDelay]): when the client may retry. Zero
+	// without a Violation or a delay.
+	RetryDelay time.Duration
 	// Err, when set, refuses the message: a plugin failed under on_error
 	// fail (answer JSON-RPC -32603). It takes precedence over the rest.
 	Err *PluginError
@@ -291,7 +295,7 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 	if r.err == nil {
 		r.fireAndForget(hp.phases[phaseFireAndForget])
 	}
-	out := Outcome{Violation: r.violation, Err: r.err}
+	out := Outcome{Violation: r.violation, RetryDelay: r.retryDelay, Err: r.err}
 	if r.modified {
 		out.Payload, out.Modified = r.cur, true
 		if r.result != nil {

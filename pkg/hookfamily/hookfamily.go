@@ -47,6 +47,11 @@ type Family struct {
 	// TargetKey is the payload key of the target name, in both payloads:
 	// "name", "prompt_id", "uri".
 	TargetKey string
+	// LegacyTargetKey is the key older ContextForge payloads used for the
+	// target ("name" in prompt payloads before ContextForge 1.0.8 renamed it
+	// prompt_id); a modified payload without TargetKey is read from it. ""
+	// when the family never had another name.
+	LegacyTargetKey string
 	// ArgsKey is the pre payload key of the arguments ("args", or
 	// "metadata" for resources, which have no arguments); ArgsShape is
 	// what a modified value must look like (absent and null are allowed).
@@ -114,7 +119,7 @@ var (
 	}
 	prompt = &Family{
 		Name: "prompt", Pre: cpex.PromptPreFetch, Post: cpex.PromptPostFetch,
-		TargetKey: "prompt_id", ArgsKey: "args", ArgsShape: ShapeStringMap,
+		TargetKey: "prompt_id", LegacyTargetKey: "name", ArgsKey: "args", ArgsShape: ShapeStringMap,
 		ResultKey: "result", ResultShape: ShapeObject,
 		ConditionField: "prompts", conditions: func(c *config.Condition) []string { return c.Prompts },
 	}

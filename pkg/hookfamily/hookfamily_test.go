@@ -188,3 +188,61 @@ func mapsEqual(a, b map[string]string) bool {
 	}
 	return true
 }
+
+// TestModifiedPayloadFieldNames: a plugin's modified payload is read with
+// the field names the sidecar sends, which are those of ContextForge 1.0.8
+// (ToolPreInvokePayload.args, PromptPrehookPayload and
+// PromptPosthookPayload.prompt_id), and with the prompt payloads' older
+// "name"; prompt_id wins when both are present.
+func TestModifiedPayloadFieldNames(t *testing.T) {
+	tests := []struct {
+		name, method, payload string
+		wantParams            map[string]string // nil: an error
+	}{
+		{"tool args (1.0.8)", "tools/call", `{"name":"t","args":{"q":"x"}}`,
+			map[string]string{"name": `"t"`, "arguments": `{"q":"x"}`}},
+		{"tool without args keeps arguments", "tools/call", `{"name":"t"}`,
+			map[string]string{"name": `"t"`}},
+		{"prompt prompt_id (1.0.8)", "prompts/get", `{"prompt_id":"p","args":{"a":"b"}}`,
+			map[string]string{"name": `"p"`, "arguments": `{"a":"b"}`}},
+		{"prompt legacy name", "prompts/get", `{"name":"old","args":{"a":"b"}}`,
+			map[string]string{"name": `"old"`, "arguments": `{"a":"b"}`}},
+		{"prompt_id wins over name", "prompts/get", `{"prompt_id":"new","name":"old"}`,
+			map[string]string{"name": `"new"`}},
+		{"null prompt_id is not replaced by name", "prompts/get", `{"prompt_id":null,"name":"old"}`,
+			map[string]string{"name": `""`}},
+		{"legacy name of the wrong type", "prompts/get", `{"name":7}`, nil},
+		{"tool ignores prompt_id", "tools/call", `{"prompt_id":"p","name":"t"}`,
+			map[string]string{"name": `"t"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r, _ := ByMethod(tt.method)
+			edit, err := r.EditOf(json.RawMessage(tt.payload))
+			if tt.wantParams == nil {
+				if err == nil {
+					t.Fatalf("EditOf(%s): want an error", tt.payload)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("EditOf(%s): %v", tt.payload, err)
+			}
+			got := map[string]string{}
+			for k, v := range edit.Params {
+				got[k] = string(v)
+			}
+			if !mapsEqual(got, tt.wantParams) {
+				t.Errorf("EditOf(%s) = %v, want %v", tt.payload, got, tt.wantParams)
+			}
+		})
+	}
+	// A post payload is read for its result only: prompt_id, an older
+	// name, or no target at all give the same result.
+	r, _ := ByMethod("prompts/get")
+	for _, p := range []string{`{"prompt_id":"p","result":{"messages":[1]}}`, `{"name":"p","result":{"messages":[1]}}`, `{"result":{"messages":[1]}}`} {
+		if res, err := r.Family.ResultOf(json.RawMessage(p)); err != nil || string(res) != `{"messages":[1]}` {
+			t.Errorf("ResultOf(%s) = %s, %v", p, res, err)
+		}
+	}
+}

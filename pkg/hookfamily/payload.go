@@ -56,7 +56,9 @@ type PreEdit struct {
 
 // EditOf maps a modified pre payload back onto the request's params: the
 // target name goes to TargetParam (re-encoded), the arguments, when present,
-// to ArgsParam. A route without TargetParam takes no pre hook and has no
+// to ArgsParam. The target is read from TargetKey, or from LegacyTargetKey
+// when the payload has no TargetKey (a plugin written for an older
+// ContextForge). A route without TargetParam takes no pre hook and has no
 // edit.
 func (r *Route) EditOf(payload json.RawMessage) (PreEdit, error) {
 	f := r.Family
@@ -65,9 +67,15 @@ func (r *Route) EditOf(payload json.RawMessage) (PreEdit, error) {
 		return PreEdit{}, fmt.Errorf("%s payload: %w", f.Pre, err)
 	}
 	var name string
-	if v := p[f.TargetKey]; len(v) > 0 {
+	key := f.TargetKey
+	if _, ok := p[key]; !ok && f.LegacyTargetKey != "" {
+		if _, ok := p[f.LegacyTargetKey]; ok {
+			key = f.LegacyTargetKey
+		}
+	}
+	if v := p[key]; len(v) > 0 {
 		if err := json.Unmarshal(v, &name); err != nil {
-			return PreEdit{}, fmt.Errorf("%s payload: %s: %w", f.Pre, f.TargetKey, err)
+			return PreEdit{}, fmt.Errorf("%s payload: %s: %w", f.Pre, key, err)
 		}
 	}
 	enc, _ := json.Marshal(name)

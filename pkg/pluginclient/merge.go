@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
 // errNoConfig is the reference client's error for an empty get_plugin_config
@@ -44,11 +45,15 @@ func decodeRemoteConfig(raw json.RawMessage, found bool) (config.Plugin, error) 
 // come from the local config. The
 // remote mode is normalised as the loader normalises local ones (legacy
 // names; enforce_ignore_error implies on_error ignore unless on_error is
-// set); an unknown mode is kept for the executor to treat strictly.
+// set); an unknown mode is kept for the executor to treat strictly. Hook
+// aliases become their hooks, as the loader maps them.
 func merge(local, remote config.Plugin) config.Plugin {
 	out := remote
 	out.Name, out.Kind = local.Name, local.Kind
 	out.MCP, out.GRPC, out.UnixSocket = local.MCP, local.GRPC, local.UnixSocket
+	// A server may report cpex's other names for a hook (cmf.tool_pre_invoke,
+	// prompt_pre_invoke): they run as the hook the loader maps them to.
+	out.Hooks = cpex.CanonicalHooks(out.Hooks)
 	if out.Mode != "" {
 		raw := config.Mode(strings.ToLower(strings.TrimSpace(string(out.Mode))))
 		if raw == config.LegacyModeEnforceIgnoreError && out.OnError == "" {

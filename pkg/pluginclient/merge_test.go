@@ -123,6 +123,21 @@ func TestMerge(t *testing.T) {
 				Config:     map[string]any{"threshold": 0.5},
 			},
 		},
+		{
+			name:  "remote hook aliases run as their hooks",
+			local: config.Plugin{Name: "pii", Kind: "external", MCP: mcpCfg},
+			remote: func(p *config.Plugin) {
+				p.Hooks = []cpex.HookType{"cmf.tool_pre_invoke", "cmf.prompt_post_invoke", "prompt_pre_invoke", cpex.ToolPreInvoke, cpex.CMFLLMOutput}
+			},
+			want: config.Plugin{
+				Name: "pii", Kind: "external", MCP: mcpCfg,
+				Description: "remote description", Author: "remote author", Version: "1.0",
+				Tags: []string{"pii"}, Hooks: []cpex.HookType{cpex.ToolPreInvoke, cpex.PromptPostFetch, cpex.PromptPreFetch, cpex.CMFLLMOutput},
+				Mode: config.ModeSequential, Priority: ptr(10),
+				Conditions: []config.Condition{{Tools: []string{"t1"}, TenantIDs: []string{"acme"}}},
+				Config:     map[string]any{"threshold": 0.5},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,8 +3,11 @@ package processor
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
@@ -235,6 +238,10 @@ func (st *stream) refusalOf(out executor.Outcome, index int, id []byte, hook cpe
 		if v.HTTPStatusCode != nil && *v.HTTPStatusCode >= 200 && *v.HTTPStatusCode <= 599 {
 			r.status = *v.HTTPStatusCode
 		}
+		if d := out.RetryDelay; d > 0 {
+			r.data["retry_delay_ms"] = ceilDiv(d, time.Millisecond)
+			r.headers = withRetryAfter(v.HTTPHeaders, d)
+		}
 		st.logger().Info().Str("hook", string(hook)).Str("plugin", v.PluginName).Str("code", v.Code).Str("reason", v.Reason).Msg("blocked by plugin")
 		return r, true
 	case out.Err != nil:
@@ -249,6 +256,27 @@ func (st *stream) refusalOf(out executor.Outcome, index int, id []byte, hook cpe
 	}
 	return refusal{}, false
 }
+
+// withRetryAfter returns headers with Retry-After set to d in whole
+// seconds, rounded up (d is at most cpex.MaxRetryDelay, so at most 3600). A
+// Retry-After the plugin set in its violation's http_headers is kept: the
+// plugin said it exactly. headers is not changed.
+func withRetryAfter(headers map[string]string, d time.Duration) map[string]string {
+	for k := range headers {
+		if strings.EqualFold(k, "retry-after") {
+			return headers
+		}
+	}
+	out := maps.Clone(headers)
+	if out == nil {
+		out = make(map[string]string, 1)
+	}
+	out["Retry-After"] = strconv.FormatInt(ceilDiv(d, time.Second), 10)
+	return out
+}
+
+// ceilDiv returns d/unit rounded up, for d >= 0.
+func ceilDiv(d, unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
 
 // refuse answers the request with the refusals. A single message gets its
 // error. In a batch, nothing is forwarded: the refused elements get their
