@@ -41,6 +41,7 @@ type SSE struct {
 //
 //	the POST got                                       error wraps
 //	404 (the server does not know the session)         ErrConnLost, ErrSessionGone
+//	400 whose body mentions a session ("session closed") ErrConnLost, ErrSessionGone
 //	502, 503, 504                                      ErrConnLost, ErrUnavailable
 //	any other non-2xx                                  wireconn.ErrRefused
 //
@@ -99,8 +100,12 @@ func (rt *sseRT) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	text := peekText(resp.Body)
 	_ = drainClose(resp.Body, func() {})
-	switch resp.StatusCode {
-	case http.StatusNotFound:
+	switch {
+	case resp.StatusCode == http.StatusNotFound,
+		// The go-sdk answers "session closed" to a POST whose session's
+		// stream ended (a restart): gone, as 400 about a session is over
+		// Streamable HTTP.
+		resp.StatusCode == http.StatusBadRequest && strings.Contains(strings.ToLower(text), "session"):
 		err := fmt.Errorf("%w: %w: HTTP %d %s", wireconn.ErrConnLost, wireconn.ErrSessionGone, resp.StatusCode, text)
 		rt.mu.Lock()
 		if rt.gone == nil {
@@ -108,7 +113,7 @@ func (rt *sseRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		rt.mu.Unlock()
 		return nil, err
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+	case resp.StatusCode == http.StatusBadGateway, resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusGatewayTimeout:
 		return nil, fmt.Errorf("%w: %w: HTTP %d %s", wireconn.ErrConnLost, wireconn.ErrUnavailable, resp.StatusCode, text)
 	}
 	return nil, fmt.Errorf("%w: HTTP %d %s", wireconn.ErrRefused, resp.StatusCode, text)
