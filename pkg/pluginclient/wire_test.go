@@ -195,8 +195,12 @@ func TestWireRestartUnderLoad(t *testing.T) {
 				})
 			}
 			for range restarts {
-				before := calls.Load()
-				eventually(t, "calls between restarts", func() bool { return calls.Load() > before+50 })
+				// At least 50 calls and 100 ms between restarts: a call is
+				// attempted at most twice (one retry point), so two restarts
+				// a few milliseconds apart, faster than any real process
+				// restarts, could take both attempts of one call.
+				before, since := calls.Load(), time.Now()
+				eventually(t, "calls between restarts", func() bool { return calls.Load() > before+50 && time.Since(since) > 100*time.Millisecond })
 				w.restart()
 			}
 			before := calls.Load()
