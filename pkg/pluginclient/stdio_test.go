@@ -206,6 +206,43 @@ func invokeText(p *Pool, plugin, text string) (*cpex.InvokeHookReply, error) {
 	return p.Invoke(ctx, plugin, cpex.ToolPreInvoke, payload, testContext("req-1"))
 }
 
+// redactUnderLoad runs 20 callers of pool's plugin "guard" (each call
+// must come back redacted) while disrupt runs three times, 300 ms apart,
+// and fails the test on any failed call. It returns the calls made.
+func redactUnderLoad(t *testing.T, pool *Pool, disrupt func()) int64 {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var calls, failed atomic.Int64
+	var firstErr atomic.Pointer[error]
+	for i := range 20 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				r, err := invokeText(pool, "guard", fmt.Sprintf("caller %d secret", i))
+				calls.Add(1)
+				if err == nil && (r.Result == nil || !strings.Contains(string(r.Result.ModifiedPayload), "[redacted]")) {
+					err = fmt.Errorf("unexpected reply %+v", r)
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, &err)
+				}
+			}
+		})
+	}
+	for range 3 {
+		time.Sleep(300 * time.Millisecond)
+		disrupt()
+	}
+	time.Sleep(300 * time.Millisecond)
+	stop()
+	wg.Wait()
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of %d calls failed; first: %v", n, calls.Load(), *firstErr.Load())
+	}
+	return calls.Load()
+}
+
 // checkPolicy runs allow, block and redact through plugin.
 func checkPolicy(t *testing.T, pool *Pool, plugin string) {
 	t.Helper()
@@ -282,28 +319,8 @@ func killedUnderLoad(t *testing.T, pl config.Plugin, rig stdioRig) {
 	pool := newPool(t, []config.Plugin{pl}, Options{Observer: rec})
 	eventually(t, "ready", func() bool { return pool.State("guard") == Ready })
 
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var calls, failed atomic.Int64
-	var firstErr atomic.Pointer[error]
-	for i := range 20 {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				r, err := invokeText(pool, "guard", fmt.Sprintf("caller %d secret", i))
-				calls.Add(1)
-				if err == nil && (r.Result == nil || !strings.Contains(string(r.Result.ModifiedPayload), "[redacted]")) {
-					err = fmt.Errorf("unexpected reply %+v", r)
-				}
-				if err != nil {
-					failed.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-				}
-			}
-		})
-	}
 	const kills = 3
-	for range kills {
-		time.Sleep(300 * time.Millisecond)
+	calls := redactUnderLoad(t, pool, func() {
 		pid, connects := rig.latestPid(t), pool.Stats("guard").Connects
 		if err := syscall.Kill(-pid, syscall.SIGKILL); err != nil {
 			t.Fatalf("kill child group %d: %v", pid, err)
@@ -311,20 +328,14 @@ func killedUnderLoad(t *testing.T, pl config.Plugin, rig stdioRig) {
 		eventually(t, "a new child connected", func() bool {
 			return rig.latestPid(t) != pid && pool.Stats("guard").Connects > connects
 		})
-	}
-	time.Sleep(300 * time.Millisecond)
-	stop()
-	wg.Wait()
-	if n := failed.Load(); n != 0 {
-		t.Fatalf("%d of %d calls failed; first: %v", n, calls.Load(), *firstErr.Load())
-	}
+	})
 	if got := len(readLines(t, rig.pids)); got < kills+1 {
 		t.Errorf("%d children started, want at least %d", got, kills+1)
 	}
 	if rec.rebuilds.Load() < kills {
 		t.Errorf("%d rebuilds, want at least %d", rec.rebuilds.Load(), kills)
 	}
-	t.Logf("%d calls, %d children, %d rebuilds, %d retries", calls.Load(), len(readLines(t, rig.pids)), rec.rebuilds.Load(), rec.retriesOK.Load())
+	t.Logf("%d calls, %d children, %d rebuilds, %d retries", calls, len(readLines(t, rig.pids)), rec.rebuilds.Load(), rec.retriesOK.Load())
 }
 
 // TestStdioExitedIdleRestarts: a child that exits while no call is in
