@@ -258,10 +258,7 @@ func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refuse
 			fmt.Sprintf("request body of %d bytes exceeds the inspection limit of %d bytes", len(body), max))
 	}
 	if st.encoding != "" {
-		limit := max
-		if limit <= 0 {
-			limit = 1 << 20
-		}
+		limit := st.decodedLimit()
 		dec, err := contentcoding.Decode(st.encoding, body, limit)
 		switch {
 		case errors.Is(err, contentcoding.ErrTooLarge):
@@ -280,6 +277,15 @@ func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refuse
 		st.logger().Debug().Strs("headers", st.logHeaders).Str("body", logsafe.Cap(string(body), maxLoggedBody)).Msg("request body (--log-bodies)")
 	}
 	return body, decoded, nil
+}
+
+// decodedLimit caps a content-encoded body once decoded, request or
+// answer: max_body_bytes, or 1 MiB when that is unlimited.
+func (st *stream) decodedLimit() int64 {
+	if max := st.snap.Settings.MaxBodyBytes; max > 0 {
+		return max
+	}
+	return 1 << 20
 }
 
 // maxLoggedBody bounds the body logged with --log-bodies, so the line stays

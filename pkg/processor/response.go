@@ -97,24 +97,16 @@ func (st *stream) responseBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespo
 }
 
 func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
-	max := st.snap.Settings.MaxBodyBytes
-	if max > 0 && int64(len(body)) > max {
+	if max := st.snap.Settings.MaxBodyBytes; max > 0 && int64(len(body)) > max {
 		return st.tooLargeResponse(len(body))
 	}
-	reply := bodyReply
 	if st.answerEncoding != "" {
 		// The server compressed although Accept-Encoding was removed
-		// (readsAnswer): read it decoded, under the same cap as a request;
-		// whatever replaces it goes out decoded.
-		reply = func(_ bool, b []byte, _ bool) *extprocv3.ProcessingResponse { return decodedBodyReply(b) }
-		limit := max
-		if limit <= 0 {
-			limit = 1 << 20
-		}
-		dec, err := contentcoding.Decode(st.answerEncoding, body, limit)
+		// (readsAnswer): read it decoded, under the same cap as a request.
+		dec, err := contentcoding.Decode(st.answerEncoding, body, st.decodedLimit())
 		if err != nil {
 			if errs := st.unreadableEncoded(err); errs != nil {
-				return reply(true, errs, true)
+				return st.answerReplaced(errs)
 			}
 			return st.canned.responseBodyAsIs
 		}
@@ -124,7 +116,7 @@ func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
 		if errs := st.unreadable(body, err); errs != nil {
-			return reply(true, errs, true)
+			return st.answerReplaced(errs)
 		}
 		return st.canned.responseBodyAsIs
 	}
@@ -132,7 +124,16 @@ func (st *stream) bufferedResponse(body []byte) *extprocv3.ProcessingResponse {
 	if replaced == nil {
 		return st.canned.responseBodyAsIs // as it came, encoded or not
 	}
-	return reply(true, mcpmsg.Join(msgs, replaced), true)
+	return st.answerReplaced(mcpmsg.Join(msgs, replaced))
+}
+
+// answerReplaced replaces a buffered answer with body; one that came
+// content-encoded goes out decoded, without its content-encoding.
+func (st *stream) answerReplaced(body []byte) *extprocv3.ProcessingResponse {
+	if st.answerEncoding != "" {
+		return decodedBodyReply(body)
+	}
+	return bodyReply(true, body, true)
 }
 
 // unreadableEncoded handles a JSON answer whose content-encoding cannot be
