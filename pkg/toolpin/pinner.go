@@ -79,7 +79,6 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 		}
 		changes[i] = Change{Kind: k, Name: name, Members: members}
 	}
-	names := make([]string, len(items))
 	fps := make([]Item, 0, len(items))
 	index := make([]int, 0, len(items))
 	for i, raw := range items {
@@ -88,7 +87,6 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 			add(i, name, []string{unreadable})
 			continue
 		}
-		names[i] = name
 		fps = append(fps, Item{Name: name, FP: fp})
 		index = append(index, i)
 	}
@@ -114,16 +112,14 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 			}
 		}
 	}
+	// What the calls that follow see: the readable definitions, each
+	// changed or not (an unreadable one has no name to call it by).
+	seen := make([]string, len(fps))
 	changed := map[string][]string{}
-	for _, c := range changes {
-		if c.Name != "" {
-			changed[c.Name] = c.Members
-		}
-	}
-	var seen []string
-	for _, n := range names {
-		if n != "" {
-			seen = append(seen, n)
+	for j, it := range fps {
+		seen[j] = it.Name
+		if c, ok := changes[index[j]]; ok {
+			changed[it.Name] = c.Members
 		}
 	}
 	if err := p.store.Mark(ctx, scope, k, seen, changed); err != nil {
