@@ -400,10 +400,6 @@ func validHeaderName(h string) bool {
 
 // sidecarHook reports whether the sidecar dispatches hook h.
 func sidecarHook(h cpex.HookType) bool {
-	switch h {
-	case cpex.HTTPPreRequest, cpex.HTTPPostRequest, cpex.HTTPAuthResolveUser, cpex.HTTPAuthCheckPermission,
-		cpex.IdentityResolve, cpex.TokenDelegate, cpex.ToolsPostList, cpex.PromptsPostList, cpex.ResourcesPostList:
-		return true
-	}
-	return slices.Contains(cpex.MCPHooks[:], h)
+	_, ok := cpex.DispatchOf(h)
+	return ok
 }

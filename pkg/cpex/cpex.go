@@ -11,6 +11,7 @@ package cpex
 import (
 	"encoding/json"
 	"errors"
+	"iter"
 	"math"
 	"slices"
 	"time"
@@ -76,6 +77,65 @@ var MCPHooks = [...]HookType{
 	ToolPreInvoke, ToolPostInvoke,
 	PromptPreFetch, PromptPostFetch,
 	ResourcePreFetch, ResourcePostFetch,
+}
+
+// Dispatch is when the sidecar runs a hook.
+type Dispatch uint8
+
+// The moments the sidecar runs hooks at.
+const (
+	// AtRequestHeaders: once per request to an MCP path, before its body
+	// (http_pre_request and the identity hooks).
+	AtRequestHeaders Dispatch = iota + 1
+	// AtResponseHeaders: once per request, on the answer's headers
+	// (http_post_request).
+	AtResponseHeaders
+	// PerMessage: on each JSON-RPC request of a body (the families' pre
+	// hooks, http_auth_check_permission, token_delegate).
+	PerMessage
+	// PerResult: on each result of a hooked request (the families' post
+	// hooks).
+	PerResult
+	// PerList: on each list result of its kind (the list hooks).
+	PerList
+)
+
+// dispatched is the one list of the hooks the sidecar runs, and when.
+// Never written.
+var dispatched = [...]struct {
+	hook HookType
+	when Dispatch
+}{
+	{HTTPPreRequest, AtRequestHeaders}, {HTTPAuthResolveUser, AtRequestHeaders}, {IdentityResolve, AtRequestHeaders},
+	{HTTPPostRequest, AtResponseHeaders},
+	{HTTPAuthCheckPermission, PerMessage}, {TokenDelegate, PerMessage},
+	{ToolPreInvoke, PerMessage}, {PromptPreFetch, PerMessage}, {ResourcePreFetch, PerMessage},
+	{ToolPostInvoke, PerResult}, {PromptPostFetch, PerResult}, {ResourcePostFetch, PerResult},
+	{ToolsPostList, PerList}, {PromptsPostList, PerList}, {ResourcesPostList, PerList},
+}
+
+// DispatchOf returns when the sidecar runs hook h, and false for a hook it
+// never runs (agent_*, evaluate, elicit, cmf.llm_*; aliases are asked by
+// their hook: CanonicalHook).
+func DispatchOf(h HookType) (Dispatch, bool) {
+	for _, d := range dispatched {
+		if d.hook == h {
+			return d.when, true
+		}
+	}
+	return 0, false
+}
+
+// Dispatched yields the hooks the sidecar runs and when, in table order,
+// without copying the table.
+func Dispatched() iter.Seq2[HookType, Dispatch] {
+	return func(yield func(HookType, Dispatch) bool) {
+		for _, d := range dispatched {
+			if !yield(d.hook, d.when) {
+				return
+			}
+		}
+	}
 }
 
 // The hooks of cpex's CMF message family (MessagePayload) that have no bare

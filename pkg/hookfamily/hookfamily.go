@@ -100,7 +100,22 @@ type Route struct {
 	// 2026-07-28 tasks extension); "" means the whole result. An answer
 	// without that member carries nothing for the post hook.
 	ResultMember string
+	// Permission and ResourceType are what http_auth_check_permission is
+	// asked for a request of this method (ContextForge's names); ""
+	// when the method is not checked.
+	Permission, ResourceType string
+	// Delegated: token_delegate runs on a request of this method.
+	Delegated bool
+	// CreatesTasks: an answer to this method may create a task whose
+	// result later comes under tasks/result or tasks/get (learned from
+	// the answer; the task's target is this request's).
+	CreatesTasks bool
 }
+
+// Hooked reports whether a hook family applies to the method (r.Family is
+// set); the other rows only say what a method needs of the per-message
+// hooks (permission).
+func (r *Route) Hooked() bool { return r.Family != nil }
 
 // Target names what a message is about, for conditions: a family and the
 // name of the tool, prompt or resource URI. The zero Target matches every
@@ -135,21 +150,42 @@ var (
 var (
 	families = [...]*Family{tool, prompt, resource}
 	routes   = [...]Route{
-		{Method: "tools/call", Family: tool, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments"},
-		{Method: "prompts/get", Family: prompt, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments"},
-		{Method: "resources/read", Family: resource, Pre: true, Post: true, TargetParam: "uri"},
+		{Method: "tools/call", Family: tool, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments",
+			Permission: "tools.execute", ResourceType: "tool", Delegated: true, CreatesTasks: true},
+		{Method: "prompts/get", Family: prompt, Pre: true, Post: true, TargetParam: "name", ArgsParam: "arguments",
+			Permission: "prompts.read", ResourceType: "prompt"},
+		{Method: "resources/read", Family: resource, Pre: true, Post: true, TargetParam: "uri",
+			Permission: "resources.read", ResourceType: "resource"},
 		// The answers that carry a task's tool result (2025-11-25
 		// tasks/result; a completed tasks/get of the 2026-07-28 tasks
 		// extension). The tool name is the one of the tools/call that
 		// created the task.
 		{Method: "tasks/result", Family: tool, Post: true},
 		{Method: "tasks/get", Family: tool, Post: true, ResultMember: "result"},
+		// Methods no family hooks, checked by http_auth_check_permission.
+		{Method: "tools/list", Permission: "tools.read", ResourceType: "tool"},
+		{Method: "prompts/list", Permission: "prompts.read", ResourceType: "prompt"},
+		{Method: "resources/list", Permission: "resources.read", ResourceType: "resource"},
+		{Method: "resources/templates/list", Permission: "resources.read", ResourceType: "resource"},
+		{Method: "resources/subscribe", Permission: "resources.read", ResourceType: "resource"},
+		{Method: "resources/unsubscribe", Permission: "resources.read", ResourceType: "resource"},
 	}
 )
 
-// ByMethod returns the route of an MCP method, and false when no hook
-// applies to it.
+// ByMethod returns the route of an MCP method a hook family applies to,
+// and false when none does.
 func ByMethod(method string) (*Route, bool) {
+	r, ok := Operation(method)
+	if !ok || r.Family == nil {
+		return nil, false
+	}
+	return r, true
+}
+
+// Operation returns the row of any MCP method the table knows (hooked or
+// only checked for permission), and false for the others (initialize,
+// ping, notifications, completion, logging).
+func Operation(method string) (*Route, bool) {
 	for i := range routes {
 		if routes[i].Method == method {
 			return &routes[i], true

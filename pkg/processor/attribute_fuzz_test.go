@@ -20,8 +20,8 @@ import (
 func runGET(t *testing.T, chunks [][]byte) []byte {
 	t.Helper()
 	st := testStream(&fakeHooks{post: rewrite})
-	_ = st.attr.Record(context.Background(), "s", []byte("1"), attribution.Origin{Method: "tools/call", Name: "t"})
-	_ = st.attr.Record(context.Background(), "s", []byte("2"), attribution.Origin{Method: "tools/list"})
+	_ = st.x.results.store.Record(context.Background(), "s", []byte("1"), attribution.Origin{Method: "tools/call", Name: "t"})
+	_ = st.x.results.store.Record(context.Background(), "s", []byte("2"), attribution.Origin{Method: "tools/list"})
 	get := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 		Headers: headerMap(":method", "GET", ":path", "/mcp", "mcp-session-id", "s", "last-event-id", "e0"), EndOfStream: true}}}
 	st.handle(get)

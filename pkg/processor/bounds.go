@@ -49,28 +49,28 @@ type dropped struct {
 }
 
 // dropHeader notes that header k of n bytes is not forwarded.
-func (st *stream) dropHeader(k string, n int) {
-	st.droppedHeaders = append(st.droppedHeaders, dropped{name: logsafe.Cap(k, 64), bytes: n})
+func (r *requestFacts) dropHeader(k string, n int) {
+	r.droppedHeaders = append(r.droppedHeaders, dropped{name: logsafe.Cap(k, 64), bytes: n})
 }
 
 // logDropped logs, once per stream at debug, the headers left out.
-func (st *stream) logDropped() {
-	if len(st.droppedHeaders) == 0 || st.log.GetLevel() > zerolog.DebugLevel {
+func (r *requestFacts) logDropped(log *zerolog.Logger) {
+	if len(r.droppedHeaders) == 0 || log.GetLevel() > zerolog.DebugLevel {
 		return
 	}
-	arr := make([]string, 0, len(st.droppedHeaders))
-	for _, d := range st.droppedHeaders {
+	arr := make([]string, 0, len(r.droppedHeaders))
+	for _, d := range r.droppedHeaders {
 		arr = append(arr, d.name)
 	}
-	st.log.Debug().Strs("headers", arr).Int("max_request_id_bytes", MaxRequestIDBytes).
+	log.Debug().Strs("headers", arr).Int("max_request_id_bytes", MaxRequestIDBytes).
 		Int("max_forwarded_header_bytes", MaxForwardedHeaderBytes).Msg("oversized or malformed request headers not forwarded to plugins")
 }
 
 // boundedValue returns v when it fits in max bytes; else it records the
 // header as dropped and returns ok false.
-func (st *stream) boundedValue(k, v string, max int) (string, bool) {
+func (r *requestFacts) boundedValue(k, v string, max int) (string, bool) {
 	if len(v) > max {
-		st.dropHeader(k, len(v))
+		r.dropHeader(k, len(v))
 		return "", false
 	}
 	return v, true
@@ -83,29 +83,29 @@ func (st *stream) boundedValue(k, v string, max int) (string, bool) {
 // traceparent of version 00 exactly, later versions by their first four
 // fields; tracestate by its member syntax and the 32-member limit, and here
 // by its 512-byte limit.
-func (st *stream) traceContext() http.Header {
-	parent, state := headerBytes(st.raw.traceparent), headerBytes(st.raw.tracestate)
+func (r *requestFacts) traceContext() http.Header {
+	parent, state := headerBytes(r.raw.traceparent), headerBytes(r.raw.tracestate)
 	if len(parent) == 0 {
 		if len(state) != 0 {
-			st.dropHeader("tracestate", len(state))
+			r.dropHeader("tracestate", len(state))
 		}
 		return nil
 	}
 	in := make(http.Header, 2)
 	in.Set("traceparent", string(parent))
 	if len(state) > MaxTracestateBytes {
-		st.dropHeader("tracestate", len(state))
+		r.dropHeader("tracestate", len(state))
 	} else if len(state) != 0 {
 		in.Set("tracestate", string(state))
 	}
 	var prop propagation.TraceContext
 	sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.HeaderCarrier(in)))
 	if !sc.IsValid() {
-		st.dropHeader("traceparent", len(parent))
+		r.dropHeader("traceparent", len(parent))
 		return nil
 	}
 	if in.Get("tracestate") != "" && sc.TraceState().Len() == 0 {
-		st.dropHeader("tracestate", len(state)) // malformed or over 32 members
+		r.dropHeader("tracestate", len(state)) // malformed or over 32 members
 	}
 	out := make(http.Header, 3)
 	prop.Inject(trace.ContextWithRemoteSpanContext(context.Background(), sc), propagation.HeaderCarrier(out))

@@ -13,7 +13,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
 )
 
-func envoyContext(t testing.TB) (*corev3.Metadata, map[string]*structpb.Struct) {
+func envoyTestContext(t testing.TB) (*corev3.Metadata, map[string]*structpb.Struct) {
 	jwt, err := structpb.NewStruct(map[string]any{"jwt_payload": map[string]any{"sub": "alice", "roles": []any{"dev"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -30,7 +30,7 @@ func envoyContext(t testing.TB) (*corev3.Metadata, map[string]*structpb.Struct) 
 // their metadata_context, the latter encoded for forwardedMetadata; every
 // other message is decoded whole but for both.
 func TestCodecEnvoyContext(t *testing.T) {
-	md, attrs := envoyContext(t)
+	md, attrs := envoyTestContext(t)
 	headers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 		Headers: &corev3.HeaderMap{Headers: []*corev3.HeaderValue{{Key: ":path", RawValue: []byte("/mcp")}}}}},
 		MetadataContext: md, Attributes: attrs}
@@ -98,7 +98,7 @@ func metadataEqual(t testing.TB, fm structwire.Metadata, want *corev3.Metadata) 
 // contents cannot fail it. What it keeps of metadata_context decodes as
 // proto decodes it from the whole message.
 func FuzzCodec(f *testing.F) {
-	md, attrs := envoyContext(f)
+	md, attrs := envoyTestContext(f)
 	for _, m := range []*extprocv3.ProcessingRequest{
 		{Request: &extprocv3.ProcessingRequest_RequestBody{RequestBody: &extprocv3.HttpBody{Body: []byte("x")}}, MetadataContext: md, Attributes: attrs},
 		{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{}}, MetadataContext: md},

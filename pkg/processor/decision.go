@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 )
 
 // What the sidecar decided about a request goes to Envoy as dynamic
@@ -115,17 +115,17 @@ func (d *decisionValues) metadata() *structpb.Struct {
 	return &structpb.Struct{Fields: f}
 }
 
-// decide records the decision of the request body.
-func (st *stream) decide(method, name, outcome, by, byKind, code string) {
-	d := &st.decision
+// set records the decision of the request body about method and its
+// target name, for caller (nil when none is known).
+func (d *decision) set(method, name string, caller *identity.Identity, outcome, by, byKind, code string) {
 	d.method, d.name = method, name
-	if st.caller != nil {
-		d.user, d.tenant = st.caller.User, st.caller.Tenant
+	if caller != nil {
+		d.user, d.tenant = caller.User, caller.Tenant
 	}
 	d.raise(outcome, by, byKind, code)
 }
 
-// withDecision returns resp carrying the decision when it changed since it
+// attach returns resp carrying the decision when it changed since it
 // was last sent. The reply may be a shared canned one: it is copied, never
 // changed.
 //
@@ -137,8 +137,7 @@ func (st *stream) decide(method, name, outcome, by, byKind, code string) {
 // gRPC's marshalling of every reply (docs/benchmarks.md, "What the
 // passthrough regression was"); this costs none while the decision fits
 // decisionBufSize.
-func (st *stream) withDecision(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
-	d := &st.decision
+func (d *decision) attach(resp *extprocv3.ProcessingResponse) *extprocv3.ProcessingResponse {
 	if !d.dirty || resp == nil {
 		return resp
 	}
@@ -247,30 +246,4 @@ func copyReply(dst, resp *extprocv3.ProcessingResponse) {
 	dst.OverrideMessageTimeout = resp.OverrideMessageTimeout
 	dst.ServerWindowUpdate = resp.ServerWindowUpdate
 	dst.ProtoReflect().SetUnknown(resp.ProtoReflect().GetUnknown())
-}
-
-// decideBody records the decision about a request body: the first refused
-// message, else the first request (or notification), modified when a pre
-// hook or a delegation changed the request.
-func (st *stream) decideBody(msgs *mcpmsg.Body, ed *requestEdits) {
-	if len(ed.refusals) > 0 {
-		r := ed.refusals[0]
-		m := &msgs.Messages[r.index]
-		name, _ := ruleTarget(m)
-		st.decide(m.Method, name, decisionBlocked, r.by, r.byKind, r.violation)
-		return
-	}
-	for i := range msgs.Messages {
-		m := &msgs.Messages[i]
-		if m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification {
-			continue
-		}
-		outcome := decisionAllowed
-		if ed.replaced != nil || ed.headers != nil || ed.remove != nil || ed.delegated {
-			outcome = decisionModified
-		}
-		name, _ := ruleTarget(m)
-		st.decide(m.Method, name, outcome, "", "", "")
-		return
-	}
 }

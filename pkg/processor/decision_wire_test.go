@@ -26,27 +26,27 @@ func TestDecisionWire(t *testing.T) {
 		{method: "tools/call", name: long, outcome: decisionModified, by: "r1", byKind: byRule, user: long},
 		{method: "tools/call", name: "x", outcome: decisionAllowed, user: "bad\xffbyte"},
 	} {
-		st := &stream{}
+		st := &exchange{}
 		st.decision.decisionValues, st.decision.dirty = d, true
-		first := st.withDecision(canned)
+		first := st.decision.attach(canned)
 		b1 := marshalDecoded(t, first)
 		checkDecision(t, b1, canned, &d)
 
 		st.decision.raise(decisionBlocked, "later", byRule, "")
 		raised := st.decision.decisionValues
 		if !st.decision.dirty { // already blocked: nothing to send again
-			if again := st.withDecision(canned); again != canned {
+			if again := st.decision.attach(canned); again != canned {
 				t.Error("an unchanged decision was sent again")
 			}
 			continue
 		}
-		second := st.withDecision(canned)
+		second := st.decision.attach(canned)
 		if second == first {
 			t.Fatal("the second write reused the first reply")
 		}
 		checkDecision(t, marshalDecoded(t, first), canned, &d) // unchanged
 		checkDecision(t, marshalDecoded(t, second), canned, &raised)
-		if again := st.withDecision(canned); again != canned {
+		if again := st.decision.attach(canned); again != canned {
 			t.Error("an unchanged decision was sent again")
 		}
 	}

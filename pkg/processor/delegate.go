@@ -25,49 +25,43 @@ import (
 // JSON-RPC error. The headers of a request are one for the whole body, so
 // a batch whose tool calls are delegated different credentials is refused.
 
-// delegate runs token_delegate on message i when it is a tools/call the
-// pre hook did not refuse.
-func (st *stream) delegate(i int, m *mcpmsg.Message, ed *requestEdits) {
-	if m.Kind != mcpmsg.KindRequest || m.Method != "tools/call" {
-		return
+// delegate runs token_delegate on message i when its method is delegated
+// (hookfamily.Route.Delegated: tools/call).
+func (b *bodyInspection) delegate(i int, m *mcpmsg.Message) (refusal, bool) {
+	route, ok := hookfamily.ByMethod(m.Method)
+	if m.Kind != mcpmsg.KindRequest || !ok || !route.Delegated {
+		return refusal{}, false
 	}
-	if n := len(ed.refusals); n > 0 && ed.refusals[n-1].index == i {
-		return
+	x := b.x
+	target := hookfamily.Target{Family: route.Family, Name: targetName(route, m)}
+	if !x.snap.Hooks.AppliesTo(cpex.TokenDelegate, &x.req.global, target) {
+		return refusal{}, false
 	}
-	route, _ := hookfamily.ByMethod(m.Method)
-	target := hookfamily.Target{Family: route.Family, Name: m.Name}
-	if !st.snap.Hooks.AppliesTo(cpex.TokenDelegate, &st.global, target) {
-		return
-	}
-	st.ensureContext()
-	payload, err := json.Marshal(cpex.TokenDelegatePayload{TargetName: m.Name, TargetType: "tool", BearerToken: st.bearerToken()})
+	x.ensureContext()
+	payload, err := json.Marshal(cpex.TokenDelegatePayload{TargetName: target.Name, TargetType: route.Family.Name, BearerToken: x.req.bearerToken()})
 	if err != nil {
-		ed.refusals = append(ed.refusals, refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError, status: http.StatusInternalServerError,
-			reason: "internal", message: "token_delegate payload: " + err.Error()})
-		return
+		return refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError, status: http.StatusInternalServerError,
+			reason: "internal", message: "token_delegate payload: " + err.Error()}, true
 	}
-	out := st.snap.Hooks.Run(st.ctx, cpex.TokenDelegate, payload, st.requestContext(), target)
-	if r, refused := st.refusalOf(out, i, m.ID, cpex.TokenDelegate); refused {
-		ed.refusals = append(ed.refusals, r)
-		return
+	out := x.snap.Hooks.Run(x.ctx, cpex.TokenDelegate, payload, x.requestContext(), target)
+	if r, refused := x.refusalOf(out, i, m.ID, cpex.TokenDelegate); refused {
+		return r, true
 	}
 	var d cpex.Delegation
 	if out.Modified {
 		_ = json.Unmarshal(out.Payload, &d) // the executor checked its shape
 	}
-	if r, refused := st.applyDelegation(i, m, d, ed); refused {
-		ed.refusals = append(ed.refusals, r)
-	}
+	return b.applyDelegation(i, m, d)
 }
 
 // applyDelegation puts the delegated credential into the request's header
 // edits; it refuses a delegation that conflicts with another message's.
-func (st *stream) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation, ed *requestEdits) (refusal, bool) {
+func (b *bodyInspection) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation) (refusal, bool) {
 	set := map[string]string{}
 	for k, v := range d.ForwardedHeaders {
 		k = strings.ToLower(k)
 		if !hookfamily.MaySetHeader(cpex.TokenDelegate, k, v, false, true) {
-			st.logger().Info().Str("header", k).Msg("token_delegate: forwarded header not set (not a header plugins may set)")
+			b.x.logger().Info().Str("header", k).Msg("token_delegate: forwarded header not set (not a header plugins may set)")
 			continue
 		}
 		set[k] = v
@@ -76,33 +70,19 @@ func (st *stream) applyDelegation(i int, m *mcpmsg.Message, d cpex.Delegation, e
 		set["authorization"] = "Bearer " + d.DelegatedToken
 	}
 	for k, v := range set {
-		if old, ok := ed.headers[k]; ok && old != v && ed.delegated {
+		if old, ok := b.headers[k]; ok && old != v && b.delegated {
 			return refusal{index: i, id: m.ID, code: mcpmsg.CodeInvalidRequest, status: http.StatusBadRequest, reason: "invalid_request",
 				message: "token_delegate: the tool calls of this batch need different credentials; send them in separate requests"}, true
 		}
-		if ed.headers == nil {
-			ed.headers = make(map[string]string)
-		}
-		ed.headers[k] = v
+		b.setHeader(k, v)
 	}
 	for k := range config.CredentialHeaders() {
-		if _, set := ed.headers[k]; !set && st.sentHeader(k) && !slices.Contains(ed.remove, k) {
-			ed.remove = append(ed.remove, k)
+		if _, set := b.headers[k]; !set && b.x.req.sent(k) && !slices.Contains(b.remove, k) {
+			b.remove = append(b.remove, k)
 		}
 	}
-	ed.delegated = true
+	b.delegated = true
 	return refusal{}, false
-}
-
-// sentHeader reports whether the request has header k.
-func (st *stream) sentHeader(k string) bool { return findHeader(st.headers, k) != nil }
-
-// bearerToken returns the caller's bearer token ("" when there is none).
-func (st *stream) bearerToken() string {
-	if scheme, tok, ok := strings.Cut(headerValue(findHeader(st.headers, "authorization")), " "); ok && strings.EqualFold(scheme, "bearer") {
-		return strings.TrimSpace(tok)
-	}
-	return ""
 }
 
 // minSecret is the shortest credential value redacted from error texts:

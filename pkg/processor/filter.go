@@ -26,11 +26,11 @@ func (s *Server) checkFilter(st *stream, req *extprocv3.ProcessingRequest) {
 		return
 	}
 	if !s.warnedDuplex.Swap(true) {
-		st.log.Error().Str("request_body_mode", pc.GetRequestBodyMode().String()).
+		st.x.log.Error().Str("request_body_mode", pc.GetRequestBodyMode().String()).
 			Str("response_body_mode", pc.GetResponseBodyMode().String()).
 			Msg("ext_proc filter misconfigured: FULL_DUPLEX_STREAMED is not supported; every request is refused with 500 (use request_body_mode NONE or BUFFERED, response_body_mode NONE, allow_mode_override: true)")
 	}
-	st.obs.Immediate("internal")
+	st.x.obs.Immediate("internal")
 	st.refused = jsonRPCReply(http.StatusInternalServerError, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInternalError,
 		"mcp-extproc misconfigured: the ext_proc filter uses FULL_DUPLEX_STREAMED, which it does not support", nil), false, nil)
 }

@@ -18,23 +18,24 @@ import (
 // JSON-RPC error). A plugin without the hook is never asked.
 
 // listHookApplies reports whether a plugin has list l's hook.
-func (st *stream) listHookApplies(l *mcplist.List) bool {
-	return st.snap.Hooks.Applies(cpex.HookType(l.Hook))
+func listHookApplies(hooks Hooks, l *mcplist.List) bool {
+	return hooks.Applies(cpex.HookType(l.Hook))
 }
 
 // listHook runs list l's hook on result (the result of m after the rules
 // and pinning) and returns what to send: result itself when no plugin
 // dropped anything, the result without the items plugins dropped, or
 // refused, the error replacing the list.
-func (st *stream) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (out []byte, dropped int, refused []byte) {
+func (rd reader) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (out []byte, dropped int, refused []byte) {
+	x := rd.x
 	hook := cpex.HookType(l.Hook)
-	if !st.listHookApplies(l) {
+	if !listHookApplies(x.snap.Hooks, l) {
 		return result, 0, nil
 	}
-	st.ensureContext()
-	o := st.snap.Hooks.Run(st.ctx, hook, result, executor.NewRequestContext(st.global), executor.Target{})
-	if r, blocked := st.refusalOf(o, 0, m.ID, hook); blocked {
-		st.decision.raise(decisionBlocked, r.by, r.byKind, r.violation)
+	x.ensureContext()
+	o := x.snap.Hooks.Run(x.ctx, hook, result, executor.NewRequestContext(x.req.global), executor.Target{})
+	if r, blocked := x.refusalOf(o, 0, m.ID, hook); blocked {
+		x.decision.raise(decisionBlocked, r.by, r.byKind, r.violation)
 		return nil, 0, r.errorResponse()
 	}
 	if !o.Modified {
@@ -45,7 +46,7 @@ func (st *stream) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (o
 		kept[name] = true
 		return false
 	}); err != nil {
-		st.logger().Warn().Err(err).Str("hook", string(hook)).Msg("refused: a list hook's modified payload cannot be read")
+		x.logger().Warn().Err(err).Str("hook", string(hook)).Msg("refused: a list hook's modified payload cannot be read")
 		return nil, 0, mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, string(hook)+": plugin returned an unusable list: "+err.Error(), nil)
 	}
 	out, dropped, err := l.Filter(result, func(name string) bool { return !kept[name] })
@@ -53,28 +54,8 @@ func (st *stream) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (o
 		return nil, 0, mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, l.Method+" result cannot be filtered: "+err.Error(), nil)
 	}
 	if dropped > 0 {
-		st.decision.raise(decisionModified, "", byPlugin, "")
-		st.logger().Debug().Str("hook", string(hook)).Int("dropped", dropped).Msg("list items dropped by plugins")
+		x.decision.raise(decisionModified, "", byPlugin, "")
+		x.logger().Debug().Str("hook", string(hook)).Int("dropped", dropped).Msg("list items dropped by plugins")
 	}
 	return out, dropped, nil
-}
-
-// listHooksNeedAnswer reports whether a list hook may apply to this
-// request's answer: a plugin has the hook of the list the headers (or
-// Envoy's MCP filter) name, or of any list when they name none.
-func (st *stream) listHooksNeedAnswer() bool {
-	method, decided := st.declaredMethod()
-	if !decided {
-		method = st.envoyMethod
-	}
-	if method != "" {
-		l, ok := mcplist.ByMethod(method)
-		return ok && st.listHookApplies(l)
-	}
-	for l := range mcplist.All() {
-		if st.listHookApplies(l) {
-			return true
-		}
-	}
-	return false
 }

@@ -22,40 +22,25 @@ import (
 // the snapshot lacks) is refused, naming the change.
 
 // pinsList reports whether the answer of a list method is checked.
-func (st *stream) pinsList(method string) bool {
+func pinsList(snap *Snapshot, method string) bool {
 	_, ok := toolpin.KindOfList(method)
-	return ok && st.snap.Pins != nil
-}
-
-// pinsNeedAnswer reports whether pinning must read this request's answer:
-// a pinned list, or a request whose method the headers do not name.
-func (st *stream) pinsNeedAnswer() bool {
-	if st.snap.Pins == nil {
-		return false
-	}
-	method, decided := st.declaredMethod()
-	if !decided {
-		if st.envoyMethod == "" {
-			return true
-		}
-		method = st.envoyMethod
-	}
-	return st.pinsList(method)
+	return ok && snap.Pins != nil
 }
 
 // pinScope is the MCP server a definition belongs to: server.id when one
 // is configured or sent, else the upstream authority and path.
-func (st *stream) pinScope() string {
-	if st.global.ServerID != "" {
-		return st.global.ServerID
+func (x *exchange) pinScope() string {
+	if x.req.global.ServerID != "" {
+		return x.req.global.ServerID
 	}
-	return st.authority + st.path
+	return x.req.authority + x.req.path
 }
 
 // checkPinnedCall refuses a tools/call or prompts/get of a definition that
 // changed since it was pinned, when on_change hides or blocks.
-func (st *stream) checkPinnedCall(i int, m *mcpmsg.Message) (refusal, bool) {
-	p := st.snap.Pins
+func (b *bodyInspection) checkPinnedCall(i int, m *mcpmsg.Message) (refusal, bool) {
+	x := b.x
+	p := x.snap.Pins
 	if p == nil || m.Kind != mcpmsg.KindRequest {
 		return refusal{}, false
 	}
@@ -68,15 +53,15 @@ func (st *stream) checkPinnedCall(i int, m *mcpmsg.Message) (refusal, bool) {
 	default:
 		return refusal{}, false
 	}
-	c, err := p.CallChange(st.ctx, st.pinScope(), kind, m.Name)
+	c, err := p.CallChange(x.ctx, x.pinScope(), kind, m.Name)
 	if err != nil {
-		st.logger().Warn().Err(err).Msg("tool pinning: the pin store did not answer; the call is not checked")
+		x.logger().Warn().Err(err).Msg("tool pinning: the pin store did not answer; the call is not checked")
 		return refusal{}, false
 	}
 	if c == nil {
 		return refusal{}, false
 	}
-	st.logger().Info().Str("change", logsafe.Cap(c.String(), logsafe.DefaultCap)).Msg("refused: call of a changed definition")
+	x.logger().Info().Str("change", logsafe.Cap(c.String(), logsafe.DefaultCap)).Msg("refused: call of a changed definition")
 	return refusal{index: i, id: m.ID, code: -32000, status: http.StatusOK, reason: "pinned", denied: true,
 		message: "mcp-extproc: " + c.String() + "; call refused until it is approved again",
 		data:    map[string]any{"kind": string(c.Kind), "name": c.Name, "changed": c.Members}}, true
@@ -85,8 +70,9 @@ func (st *stream) checkPinnedCall(i int, m *mcpmsg.Message) (refusal, bool) {
 // pinnedItems checks the definitions of a list result against the pins.
 // It returns which items to hide (on_change hide), or the JSON-RPC error
 // replacing the whole list (on_change block), or neither.
-func (st *stream) pinnedItems(m *mcpmsg.Message, l *mcplist.List) (hidden map[int]bool, refused []byte) {
-	p := st.snap.Pins
+func (rd reader) pinnedItems(m *mcpmsg.Message, l *mcplist.List) (hidden map[int]bool, refused []byte) {
+	x := rd.x
+	p := x.snap.Pins
 	kind, ok := toolpin.KindOfList(l.Method)
 	if p == nil || !ok {
 		return nil, nil
@@ -98,9 +84,9 @@ func (st *stream) pinnedItems(m *mcpmsg.Message, l *mcplist.List) (hidden map[in
 	}); err != nil {
 		return nil, nil // the filter that follows refuses it
 	}
-	changes, err := p.Check(st.ctx, st.pinScope(), kind, items)
+	changes, err := p.Check(x.ctx, x.pinScope(), kind, items)
 	if err != nil {
-		st.logger().Warn().Err(err).Str("method", l.Method).Msg("tool pinning: the pin store did not answer; the list is not checked")
+		x.logger().Warn().Err(err).Str("method", l.Method).Msg("tool pinning: the pin store did not answer; the list is not checked")
 	}
 	if len(changes) == 0 {
 		return nil, nil
@@ -110,12 +96,12 @@ func (st *stream) pinnedItems(m *mcpmsg.Message, l *mcplist.List) (hidden map[in
 	for _, i := range slices.Sorted(maps.Keys(changes)) {
 		c := changes[i]
 		texts = append(texts, c.String())
-		st.obs.PinChange(string(kind), action)
-		st.logger().Warn().Str("change", logsafe.Cap(c.String(), logsafe.DefaultCap)).Str("on_change", action).Msg("tool pinning: a definition changed since it was pinned")
+		x.obs.PinChange(string(kind), action)
+		x.logger().Warn().Str("change", logsafe.Cap(c.String(), logsafe.DefaultCap)).Str("on_change", action).Msg("tool pinning: a definition changed since it was pinned")
 	}
 	switch p.OnChange() {
 	case toolpin.Block:
-		st.obs.Immediate("pinned")
+		x.obs.Immediate("pinned")
 		return nil, mcpmsg.ErrorResponse(m.ID, -32000, "mcp-extproc: "+l.Method+" refused: "+strings.Join(texts, "; "),
 			map[string]any{"changed": texts})
 	case toolpin.Hide:

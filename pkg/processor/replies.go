@@ -148,18 +148,39 @@ func modeResponse(body filterv3.ProcessingMode_BodySendMode) *filterv3.Processin
 	}
 }
 
+// forPlan is the request-headers reply that asks Envoy for what plan p
+// needs: shared, never changed.
+func (c *canned) forPlan(p plan) *extprocv3.ProcessingResponse {
+	switch {
+	case p.body && p.readAnswer:
+		return c.inspectRequest
+	case p.body && p.answer:
+		return c.inspectRequestHeaders
+	case p.body:
+		return c.inspectRequestOnly
+	case p.readAnswer:
+		return c.readResponse
+	case p.answer:
+		return c.answerHeaders
+	}
+	return c.skipAll
+}
+
 // canned holds the replies that do not depend on the stream, built once per
 // Server and shared by all streams (messages are only read after they are
 // built, so concurrent marshalling is safe): passthrough traffic allocates
 // no reply of its own.
 type canned struct {
-	skipAll, inspectRequest           *extprocv3.ProcessingResponse
-	readResponse                      *extprocv3.ProcessingResponse // no bodies now, the response headers decide
-	inspectRequestOnly                *extprocv3.ProcessingResponse
-	responseNone, responseBuffered    *extprocv3.ProcessingResponse
-	responseStreamed                  *extprocv3.ProcessingResponse
-	requestBodyAsIs, responseBodyAsIs *extprocv3.ProcessingResponse
-	requestTrailers, responseTrailers *extprocv3.ProcessingResponse
+	skipAll, inspectRequest *extprocv3.ProcessingResponse
+	readResponse            *extprocv3.ProcessingResponse // no bodies now, the response headers decide
+	inspectRequestOnly      *extprocv3.ProcessingResponse
+	// inspectRequestHeaders and answerHeaders ask for the response
+	// headers of an answer that is not read (http_post_request).
+	inspectRequestHeaders, answerHeaders *extprocv3.ProcessingResponse
+	responseNone, responseBuffered       *extprocv3.ProcessingResponse
+	responseStreamed                     *extprocv3.ProcessingResponse
+	requestBodyAsIs, responseBodyAsIs    *extprocv3.ProcessingResponse
+	requestTrailers, responseTrailers    *extprocv3.ProcessingResponse
 }
 
 // readsAnswer is the request-headers reply of a request whose answer may
@@ -189,6 +210,10 @@ func newCanned() *canned {
 		inspectRequest:     readsAnswer(modeInspectRequest()),
 		readResponse:       readsAnswer(modeResponse(filterv3.ProcessingMode_NONE)),
 		inspectRequestOnly: requestHeadersReply(modeInspectRequestOnly()),
+		inspectRequestHeaders: requestHeadersReply(&filterv3.ProcessingMode{ResponseHeaderMode: filterv3.ProcessingMode_SEND,
+			RequestBodyMode: filterv3.ProcessingMode_BUFFERED, ResponseBodyMode: filterv3.ProcessingMode_NONE}),
+		answerHeaders: requestHeadersReply(&filterv3.ProcessingMode{ResponseHeaderMode: filterv3.ProcessingMode_SEND,
+			RequestBodyMode: filterv3.ProcessingMode_NONE, ResponseBodyMode: filterv3.ProcessingMode_NONE}),
 		// Envoy decided about content-length under the old mode; a
 		// rewritten stream changes the length, so it goes (§4).
 		responseStreamed: responseHeadersReply(modeResponseStreamed(),

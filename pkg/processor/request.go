@@ -1,248 +1,167 @@
 package processor
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 
-	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
-	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
-// requestHeaders decides whether this request can carry a hooked MCP message
-// and asks Envoy for only what a hook can use (decide.go): nothing more for
-// GET SSE streams, DELETE, non-MCP paths and, with trusted MCP 2026-07-28
-// headers, methods or targets no plugin selects; the body otherwise, and the
-// response headers only when a post hook may apply.
-func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) *extprocv3.ProcessingResponse {
-	method, path, authority, encoding, repeated := st.readRequestHeaders(h)
-	if method != "" && st.snap.Settings.IsMCPPath(path) {
-		if repeated != "" {
-			return st.repeatedHeader(repeated)
-		}
-		// Who is calling, and the HTTP-level hooks (httphooks.go).
-		if refused := st.beforeMCP(h, method, path); refused != nil {
-			return refused
-		}
-		if st.httpRefusal != nil {
-			// Refused at the body, to answer with the request's id.
-			st.phase = phaseRequestBody
-			return st.canned.inspectRequestOnly
-		}
-	}
-	return st.withResponseHeaders(withSetHeaders(st.decideRequest(h, method, path, authority, encoding), (*extprocv3.ProcessingResponse).GetRequestHeaders, st.headerSets))
-}
+// The request body of an MCP POST is read whole (BUFFERED), checked
+// against the headers, parsed, and each JSON-RPC request or notification
+// of it goes through what applies to it, in this order (checkMessage):
+// the rules (rules.go), pinning (pinning.go), http_auth_check_permission
+// (permission.go), its family's pre hook (hooks.go), token_delegate
+// (delegate.go). The first refusal of a message ends its checks. Then the
+// body is refused (refuse), or forwarded as is or rewritten.
 
-// decideRequest chooses what to ask Envoy for (see requestHeaders).
-func (st *stream) decideRequest(h *extprocv3.HttpHeaders, method, path string, authority []byte, encoding string) *extprocv3.ProcessingResponse {
-	if method != http.MethodPost || !st.snap.Settings.IsMCPPath(path) || !st.anyHook() {
-		return st.otherRequest(h, method, path, authority)
-	}
-	st.encoding = encoding
-	st.path, st.authority = path, string(authority)
-	if h.GetEndOfStream() {
-		// A POST without a body holds no MCP message; the server answers it.
-		return st.passThrough()
-	}
-	st.headers = h.GetHeaders() // read again only if a body check needs them (headers.go)
-	st.mcpFilterMethod()
-	if refused := st.checkDeclaredMethod(); refused != nil {
-		return refused
-	}
-	return st.askForBody()
-}
-
-// knownMethod returns the HTTP method the processor tells apart (POST,
-// GET, DELETE) as a constant, without allocating; "" for any other.
-func knownMethod(b []byte) string {
-	for _, m := range [...]string{http.MethodPost, http.MethodGet, http.MethodDelete} {
-		if string(b) == m {
-			return m
-		}
-	}
-	return ""
-}
-
-func (st *stream) passThrough() *extprocv3.ProcessingResponse {
-	st.phase = phasePassThrough
-	st.obs.ModeOverride("skip")
-	return st.canned.skipAll
-}
-
-// readRequestHeaders keeps what the stream needs from the request headers
-// and returns the ones requestHeaders decides on; repeated names a header
-// that says which session or stream a request belongs to and was sent more
-// than once (repeatedHeader).
-func (st *stream) readRequestHeaders(h *extprocv3.HttpHeaders) (method, path string, authority []byte, encoding, repeated string) {
-	set := st.snap.Settings
-	var seen sessionHeaders
-	for _, hv := range h.GetHeaders().GetHeaders() {
-		// Values are converted to strings only for the headers used, and
-		// those only a plugin call needs only when one is made
-		// (ensureContext, declared): passthrough allocates little.
-		k := hv.GetKey()
-		switch k {
-		case ":method":
-			method = knownMethod(headerBytes(hv))
-		case ":path":
-			path = headerValue(hv)
-		case ":authority":
-			authority = headerBytes(hv)
-		case "x-request-id":
-			st.raw.requestID = hv
-		case "mcp-session-id":
-			st.sessionID = headerValue(hv)
-			repeated = seen.add(k, repeated)
-		case "last-event-id":
-			repeated = seen.add(k, repeated)
-		case "content-encoding":
-			encoding = contentcoding.Normalize(headerValue(hv))
-		case "traceparent":
-			st.raw.traceparent = hv
-		case "tracestate":
-			st.raw.tracestate = hv
-		case "mcp-protocol-version":
-			st.std.add(k, hv)
-			repeated = seen.add(k, repeated)
-		case "mcp-method", "mcp-name":
-			st.std.add(k, hv)
-		}
-		if st.logBodies {
-			st.logHeaders = append(st.logHeaders, logsafe.Cap(k, logsafe.DefaultCap), logsafe.Cap(redactHeader(k, headerValue(hv)), logsafe.DefaultCap))
-		}
-		// Configured headers may name any header, the ones above included.
-		if k == "" {
-			continue
-		}
-		st.readConfiguredHeader(set, k, hv)
-	}
-	return method, path, authority, encoding, repeated
-}
-
-// sessionHeaders counts the request headers that name the request's MCP
-// session, protocol version and resumed stream. Sent twice, the sidecar
-// and the server may each believe another copy (the Go SDK serves the
-// first Mcp-Session-Id, Envoy's last would be recorded): the request's
-// ids would be recorded, or a replay looked up, in a session the server
-// does not serve.
-type sessionHeaders struct{ session, version, lastEvent uint8 }
-
-// add counts header k and returns the name of the first header seen twice
-// (repeated, or k).
-func (s *sessionHeaders) add(k, repeated string) string {
-	n := &s.session
-	switch k {
-	case "mcp-protocol-version":
-		n = &s.version
-	case "last-event-id":
-		n = &s.lastEvent
-	}
-	if *n++; *n == 2 && repeated == "" {
-		return k
-	}
-	return repeated
-}
-
-// repeatedHeader refuses a request that names its session, protocol
-// version or resumed stream more than once: HTTP 400 with a JSON-RPC
-// error saying which header.
-func (st *stream) repeatedHeader(name string) *extprocv3.ProcessingResponse {
-	st.phase = phasePassThrough
-	st.obs.Immediate("repeated_header")
-	st.logger().Info().Str("header", name).Msg("refused: header sent more than once")
-	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest,
-		"invalid request: header "+name+" sent more than once", nil), false, nil)
-}
-
-// readConfiguredHeader keeps a header the configuration names for the
-// plugin context or the forwarded headers, when it is within
-// MaxForwardedHeaderBytes.
-func (st *stream) readConfiguredHeader(set *config.Extproc, k string, hv *corev3.HeaderValue) {
-	user, tenant, server, fwd := k == set.UserHeader, k == set.TenantHeader, k == set.ServerHeader, forwardHeader(set.ForwardHeaders, k)
-	if !user && !tenant && !server && !fwd {
-		return
-	}
-	v, ok := st.boundedValue(k, headerValue(hv), MaxForwardedHeaderBytes)
-	if !ok {
-		return
-	}
-	if user {
-		st.global.User = userJSON(v)
-	}
-	if tenant {
-		st.global.TenantID = v
-	}
-	if server {
-		st.global.ServerID = v
-	}
-	if fwd {
-		if st.forwarded == nil {
-			st.forwarded = make(map[string]string)
-		}
-		st.forwarded[k] = v
-	}
+// bodyInspection is the inspection of one request body: the messages and
+// what their checks decided.
+type bodyInspection struct {
+	x    *exchange
+	msgs *mcpmsg.Body
+	// replaced are rewritten messages, by index.
+	replaced map[int][]byte
+	// headers to set on the upstream request, and to remove from it.
+	headers map[string]string
+	remove  []string
+	// delegated: token_delegate set the upstream credential.
+	delegated bool
+	refusals  []refusal
 }
 
 // requestBody inspects the buffered request body: limits and decoding,
-// parsing, the pre hooks of every hooked message, then the reply (refusal,
-// rewrite, or the body as is).
-func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingResponse {
-	if st.phase != phaseRequestBody && st.phase != phaseRequestSeen {
-		return st.canned.requestBodyAsIs
+// parsing, the checks and hooks of every message, then the reply
+// (refusal, rewrite, or the body as is).
+func (x *exchange) requestBody(raw []byte) *extprocv3.ProcessingResponse {
+	if x.http.refusal != nil {
+		return x.refuseAtBody(raw)
 	}
-	st.phase = phaseRequestSeen
-	if st.httpRefusal != nil {
-		return st.refuseAtBody(b.GetBody())
-	}
-	body, decoded, refused := st.readRequestBody(b.GetBody())
+	body, decoded, refused := x.readRequestBody(raw)
 	if refused != nil {
 		return refused
 	}
 	msgs, err := mcpmsg.Parse(body)
 	if err != nil {
-		return st.invalidRequest(err)
+		return x.invalidRequest(err)
 	}
-	if refused := st.checkStandardHeaders(msgs); refused != nil {
+	b := &bodyInspection{x: x, msgs: msgs}
+	if refused := b.checkStandardHeaders(); refused != nil {
 		return refused
 	}
-	if refused := st.checkMCPFilterMethod(msgs); refused != nil {
+	if refused := b.checkMCPFilterMethod(); refused != nil {
 		return refused
 	}
-	var ed requestEdits
 	for i := range msgs.Messages {
-		m := &msgs.Messages[i]
-		st.msgContext = nil // each message's hooks share one context (requestContext)
-		if r, refused := st.checkRules(i, m); refused {
-			ed.refusals = append(ed.refusals, r) // rules.go
-			continue
+		x.msgContext = nil // each message's hooks share one context (requestContext)
+		if r, refused := b.checkMessage(i, &msgs.Messages[i]); refused {
+			b.refusals = append(b.refusals, r)
 		}
-		if r, refused := st.checkPinnedCall(i, m); refused {
-			ed.refusals = append(ed.refusals, r) // pinning.go
-			continue
-		}
-		if r, refused := st.checkPermission(i, m); refused {
-			ed.refusals = append(ed.refusals, r) // permission.go
-			continue
-		}
-		st.preHook(i, m, &ed)
-		st.delegate(i, m, &ed) // delegate.go
-		st.listRequest(m)      // rules.go
 	}
 	if msgs.Batch {
-		st.msgContext = nil // http_post_request gets the HTTP hooks' context (httppost.go)
+		x.msgContext = nil // http_post_request gets the HTTP hooks' context
 	}
-	st.decideBody(msgs, &ed)
-	if len(ed.refusals) > 0 {
-		return st.refuse(msgs, ed.refusals)
+	b.decide()
+	if len(b.refusals) > 0 {
+		return x.refuse(msgs, b.refusals)
 	}
-	st.remember(msgs)
-	st.ownIDs(msgs)
-	return st.forwardRequest(body, msgs, &ed, decoded)
+	x.results.forwarded(msgs)
+	return b.forward(body, decoded)
+}
+
+// checkMessage runs what applies to message i; it returns the refusal
+// that ends its checks.
+func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) {
+	if m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification {
+		return refusal{}, false
+	}
+	x := b.x
+	if r, refused := b.checkRules(i, m); refused {
+		return r, true
+	}
+	if r, refused := b.checkPinnedCall(i, m); refused {
+		return r, true
+	}
+	if r, refused := b.checkPermission(i, m); refused {
+		return r, true
+	}
+	if r, refused := b.preHook(i, m); refused {
+		return r, true
+	}
+	if r, refused := b.delegate(i, m); refused {
+		return r, true
+	}
+	x.results.expectList(m) // a list the rules, pinning or a list hook read
+	return refusal{}, false
+}
+
+// modified reports whether the checks changed the request.
+func (b *bodyInspection) modified() bool {
+	return b.replaced != nil || b.headers != nil || b.remove != nil || b.delegated
+}
+
+// setHeader sets header k on the upstream request.
+func (b *bodyInspection) setHeader(k, v string) {
+	if b.headers == nil {
+		b.headers = make(map[string]string)
+	}
+	b.headers[k] = v
+}
+
+// decide records the decision about the body: the first refused message,
+// else the first request (or notification), modified when a check changed
+// the request.
+func (b *bodyInspection) decide() {
+	x := b.x
+	if len(b.refusals) > 0 {
+		r := b.refusals[0]
+		m := &b.msgs.Messages[r.index]
+		name, _ := ruleTarget(m)
+		x.decision.set(m.Method, name, x.caller.id, decisionBlocked, r.by, r.byKind, r.violation)
+		return
+	}
+	for i := range b.msgs.Messages {
+		m := &b.msgs.Messages[i]
+		if m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification {
+			continue
+		}
+		outcome := decisionAllowed
+		if b.modified() {
+			outcome = decisionModified
+		}
+		name, _ := ruleTarget(m)
+		x.decision.set(m.Method, name, x.caller.id, outcome, "", "", "")
+		return
+	}
+}
+
+// forward lets the request go on: as is when nothing changed, else with
+// the rewritten messages, the headers plugins set, and without
+// content-encoding when the body was decoded.
+func (b *bodyInspection) forward(body []byte, decoded bool) *extprocv3.ProcessingResponse {
+	if b.replaced == nil && b.headers == nil && b.remove == nil && !decoded {
+		return b.x.canned.requestBodyAsIs
+	}
+	if b.replaced != nil {
+		body = mcpmsg.Join(b.msgs, b.replaced)
+	}
+	resp := bodyReply(false, body, true)
+	cr := resp.GetRequestBody().GetResponse()
+	if decoded {
+		cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, "content-encoding")
+	}
+	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, b.remove...)
+	for k, v := range b.headers {
+		cr.HeaderMutation.SetHeaders = append(cr.HeaderMutation.SetHeaders, header(k, v))
+	}
+	return resp
 }
 
 // readRequestBody applies the inspection limit and decodes a
@@ -250,39 +169,39 @@ func (st *stream) requestBody(b *extprocv3.HttpBody) *extprocv3.ProcessingRespon
 // server uninspected: it is decoded, inspected, and forwarded decoded
 // (content-encoding removed), so the server reads exactly what the plugins
 // saw. refused is the reply when the body cannot be inspected.
-func (st *stream) readRequestBody(body []byte) (out []byte, decoded bool, refused *extprocv3.ProcessingResponse) {
-	max := st.snap.Settings.MaxBodyBytes
+func (x *exchange) readRequestBody(body []byte) (out []byte, decoded bool, refused *extprocv3.ProcessingResponse) {
+	max := x.snap.Settings.MaxBodyBytes
 	if max > 0 && int64(len(body)) > max {
-		st.logger().Warn().Int("bytes", len(body)).Int64("limit", max).Msg("refused: request body over the inspection limit")
-		return nil, false, st.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
+		x.logger().Warn().Int("bytes", len(body)).Int64("limit", max).Msg("refused: request body over the inspection limit")
+		return nil, false, x.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
 			fmt.Sprintf("request body of %d bytes exceeds the inspection limit of %d bytes", len(body), max))
 	}
-	if st.encoding != "" {
-		limit := st.decodedLimit()
-		dec, err := contentcoding.Decode(st.encoding, body, limit)
+	if enc := x.req.encoding; enc != "" {
+		limit := decodedLimit(x.snap)
+		dec, err := contentcoding.Decode(enc, body, limit)
 		switch {
 		case errors.Is(err, contentcoding.ErrTooLarge):
-			st.logger().Warn().Str("content_encoding", logsafe.Cap(st.encoding, logsafe.DefaultCap)).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
-			return nil, false, st.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
+			x.logger().Warn().Str("content_encoding", logsafe.Cap(enc, logsafe.DefaultCap)).Int64("limit", limit).Msg("refused: decoded request body over the inspection limit")
+			return nil, false, x.refuseBody(http.StatusRequestEntityTooLarge, "too_large",
 				fmt.Sprintf("decoded request body exceeds the inspection limit of %d bytes", limit))
 		case err != nil:
-			st.logger().Warn().Str("error", logsafe.Cap(err.Error(), logsafe.DefaultCap)).Msg("refused: request body cannot be decoded")
-			return nil, false, st.refuseBody(http.StatusUnsupportedMediaType, "unsupported_encoding",
+			x.logger().Warn().Str("error", logsafe.Cap(err.Error(), logsafe.DefaultCap)).Msg("refused: request body cannot be decoded")
+			return nil, false, x.refuseBody(http.StatusUnsupportedMediaType, "unsupported_encoding",
 				"request body cannot be inspected: "+err.Error())
 		}
 		body, decoded = dec, true
 	}
-	st.obs.BodyInspected("request", len(body))
-	if st.logBodies {
-		st.logger().Debug().Strs("headers", st.logHeaders).Str("body", logsafe.Cap(string(body), maxLoggedBody)).Msg("request body (--log-bodies)")
+	x.obs.BodyInspected("request", len(body))
+	if x.req.logBodies {
+		x.logger().Debug().Strs("headers", x.req.logHeaders).Str("body", logsafe.Cap(string(body), maxLoggedBody)).Msg("request body (--log-bodies)")
 	}
 	return body, decoded, nil
 }
 
 // decodedLimit caps a content-encoded body once decoded, request or
 // answer: max_body_bytes, or 1 MiB when that is unlimited.
-func (st *stream) decodedLimit() int64 {
-	if max := st.snap.Settings.MaxBodyBytes; max > 0 {
+func decodedLimit(snap *Snapshot) int64 {
+	if max := snap.Settings.MaxBodyBytes; max > 0 {
 		return max
 	}
 	return 1 << 20
@@ -294,42 +213,182 @@ const maxLoggedBody = 8 << 10
 
 // refuseBody answers a request whose body cannot be inspected with an
 // id-less JSON-RPC invalid-request error.
-func (st *stream) refuseBody(status int, reason, message string) *extprocv3.ProcessingResponse {
-	st.obs.Immediate(reason)
+func (x *exchange) refuseBody(status int, reason, message string) *extprocv3.ProcessingResponse {
+	x.obs.Immediate(reason)
 	return jsonRPCReply(status, mcpmsg.ErrorResponse(nil, mcpmsg.CodeInvalidRequest, message, nil), false, nil)
 }
 
 // invalidRequest answers a body that is not valid JSON-RPC.
-func (st *stream) invalidRequest(err error) *extprocv3.ProcessingResponse {
+func (x *exchange) invalidRequest(err error) *extprocv3.ProcessingResponse {
 	code, reason := mcpmsg.CodeParseError, err.Error()
 	var id []byte
 	var e *mcpmsg.Error
 	if errors.As(err, &e) {
 		code, reason, id = e.Code, e.Message, e.ID
 	}
-	st.obs.Immediate("invalid_request")
-	st.logger().Info().Str("reason", logsafe.Cap(reason, logsafe.DefaultCap)).Msg("refused: invalid JSON-RPC body")
+	x.obs.Immediate("invalid_request")
+	x.logger().Info().Str("reason", logsafe.Cap(reason, logsafe.DefaultCap)).Msg("refused: invalid JSON-RPC body")
 	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, code, reason, nil), false, nil)
 }
 
-// forwardRequest lets the request go on: as is when nothing changed, else
-// with the rewritten messages, the headers plugins set, and without
-// content-encoding when the body was decoded.
-func (st *stream) forwardRequest(body []byte, msgs *mcpmsg.Body, ed *requestEdits, decoded bool) *extprocv3.ProcessingResponse {
-	if ed.replaced == nil && ed.headers == nil && ed.remove == nil && !decoded {
-		return st.canned.requestBodyAsIs
+// The standard headers of MCP 2026-07-28 (docs/mcp-result-paths.md §4):
+// Mcp-Method and Mcp-Name repeat the body's method and target, and each
+// Mcp-Param-<H> repeats a tool argument. A server that routes or authorizes
+// on them must see what the body says, before and after the plugins
+// (hooks.go mirrors a rewrite into them).
+
+// checkStandardHeaders refuses a single-message body whose Mcp-Method or
+// Mcp-Name disagree with it (or lack one its declared protocol version
+// requires), as a conforming server would: HTTP 400 and JSON-RPC -32020
+// with the request's id. It defends servers that do not check.
+func (b *bodyInspection) checkStandardHeaders() *extprocv3.ProcessingResponse {
+	x := b.x
+	msgs := b.msgs
+	if msgs.Batch || len(msgs.Messages) != 1 || len(x.req.standard()) == 0 {
+		return nil
 	}
-	if ed.replaced != nil {
-		body = mcpmsg.Join(msgs, ed.replaced)
+	m := &msgs.Messages[0]
+	if m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification {
+		return nil
 	}
-	resp := bodyReply(false, body, true)
-	cr := resp.GetRequestBody().GetResponse()
-	if decoded {
-		cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, "content-encoding")
+	name := m.Name
+	if m.Method == "resources/read" {
+		name = m.URI
 	}
-	cr.HeaderMutation.RemoveHeaders = append(cr.HeaderMutation.RemoveHeaders, ed.remove...)
-	for k, v := range ed.headers {
-		cr.HeaderMutation.SetHeaders = append(cr.HeaderMutation.SetHeaders, header(k, v))
+	// Check returns nil or a *MismatchError (no errors.As: the request
+	// path allocates nothing it does not use).
+	mm, ok := mcpheaders.Check(x.req.std.all, m.Method, name).(*mcpheaders.MismatchError)
+	if !ok {
+		return nil
 	}
-	return resp
+	x.obs.Immediate("header_mismatch")
+	x.logger().Info().Str("header", mm.Header).Str("method", m.Method).Msg("refused: standard header disagrees with the body")
+	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(m.ID, mcpheaders.CodeHeaderMismatch, mm.Error(), nil), false, nil)
+}
+
+// checkDeclaredMethod refuses, at the request headers, a request whose
+// trusted Mcp-Method is not the method Envoy's MCP filter read from its
+// body: HTTP 400 and JSON-RPC -32020, as a conforming server would. It
+// matters where the body is not read on the header's word (no hook for
+// the declared method): a tools/call declared as a ping must not pass
+// because the server is trusted to notice. Without Envoy's MCP filter the
+// sidecar cannot tell before the body; trust_mcp_method_header: false has
+// every body read and checked (checkStandardHeaders).
+func (x *exchange) checkDeclaredMethod() *extprocv3.ProcessingResponse {
+	envoyMethod := x.req.envoyMethod
+	if envoyMethod == "" {
+		return nil
+	}
+	method, decided := x.req.declaredMethod(x.snap.Settings)
+	if !decided || method == envoyMethod {
+		return nil
+	}
+	x.obs.Immediate("header_mismatch")
+	x.logger().Info().Str("header", "mcp-method").Str("envoy_method", envoyMethod).Msg("refused: Mcp-Method disagrees with the body Envoy's MCP filter read")
+	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(nil, mcpheaders.CodeHeaderMismatch,
+		"header mismatch: Mcp-Method header value does not match the body's method", nil), false, nil)
+}
+
+// checkMCPFilterMethod refuses a body that is not one message of the
+// method Envoy's MCP filter read: HTTP 400 and JSON-RPC -32600 (with the
+// request's id when there is one). Its answer may have been planned
+// unread on Envoy's word (duplicate keys read two ways, a method past the
+// filter's max_request_body_size).
+func (b *bodyInspection) checkMCPFilterMethod() *extprocv3.ProcessingResponse {
+	x := b.x
+	msgs := b.msgs
+	envoyMethod := x.req.envoyMethod
+	if envoyMethod == "" {
+		return nil
+	}
+	var id []byte
+	if !msgs.Batch && len(msgs.Messages) == 1 {
+		m := &msgs.Messages[0]
+		if m.Method == envoyMethod {
+			return nil
+		}
+		id = m.ID
+	}
+	x.obs.Immediate("mcp_filter_mismatch")
+	x.logger().Info().Str("envoy_method", envoyMethod).Msg("refused: the body is not the request Envoy's MCP filter read")
+	return jsonRPCReply(http.StatusBadRequest, mcpmsg.ErrorResponse(id, mcpmsg.CodeInvalidRequest,
+		"the request's method is not the one Envoy's MCP filter read from it (duplicate or late keys?)", nil), false, nil)
+}
+
+// refuse answers the request with the refusals. A single message gets its
+// error. In a batch, nothing is forwarded: the refused elements get their
+// errors and every other request of the batch gets an error saying it was
+// not executed because another element was refused — the batch is all or
+// nothing, so the client never sees a partial execution it did not ask for.
+func (x *exchange) refuse(msgs *mcpmsg.Body, refusals []refusal) *extprocv3.ProcessingResponse {
+	first := refusals[0]
+	x.obs.Immediate(first.reason)
+	if !msgs.Batch {
+		if first.id == nil {
+			// A notification cannot carry a JSON-RPC error (docs/extproc-contract.md §6).
+			return jsonRPCReply(http.StatusForbidden, first.errorResponse(), first.denied, first.headers)
+		}
+		return jsonRPCReply(first.status, first.errorResponse(), first.denied, first.headers)
+	}
+	byIndex := make(map[int]refusal, len(refusals))
+	for _, r := range refusals {
+		byIndex[r.index] = r
+	}
+	var elems [][]byte
+	for i, m := range msgs.Messages {
+		if r, ok := byIndex[i]; ok {
+			if r.id != nil {
+				elems = append(elems, r.errorResponse())
+			}
+			continue
+		}
+		if m.Kind == mcpmsg.KindRequest {
+			elems = append(elems, mcpmsg.ErrorResponse(m.ID, -32000,
+				"not executed: another request in this batch was refused", map[string]any{"refused_id": json.RawMessage(refusalID(first))}))
+		}
+	}
+	if len(elems) == 0 {
+		return jsonRPCReply(http.StatusForbidden, first.errorResponse(), first.denied, first.headers)
+	}
+	return jsonRPCReply(http.StatusOK, joinArray(elems), first.denied, nil)
+}
+
+func refusalID(r refusal) []byte {
+	if r.id == nil {
+		return []byte("null")
+	}
+	return r.id
+}
+
+// refuseAtBody answers the body of a request http_pre_request refused:
+// each request of it gets the JSON-RPC error with its id.
+func (x *exchange) refuseAtBody(body []byte) *extprocv3.ProcessingResponse {
+	r := *x.http.refusal
+	msgs, err := mcpmsg.Parse(body)
+	if err != nil || len(msgs.Messages) == 0 {
+		return x.refuseAtHeaders(r)
+	}
+	refusals := make([]refusal, 0, len(msgs.Messages))
+	for i := range msgs.Messages {
+		ri := r
+		ri.index, ri.id = i, msgs.Messages[i].ID
+		refusals = append(refusals, ri)
+	}
+	return x.refuse(msgs, refusals)
+}
+
+func joinArray(elems [][]byte) []byte {
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
 }

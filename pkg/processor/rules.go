@@ -28,12 +28,13 @@ import (
 
 // checkRules applies the rules to one message; it returns the refusal when
 // one denies it.
-func (st *stream) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
-	set := st.snap.Rules
+func (b *bodyInspection) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
+	x := b.x
+	set := x.snap.Rules
 	if set.Len() == 0 || (m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification) {
 		return refusal{}, false
 	}
-	in := st.ruleInput(m.Method)
+	in := x.ruleInput(m.Method)
 	in.Name, in.Arguments = ruleTarget(m)
 	start := time.Now()
 	v := set.Check(in)
@@ -42,17 +43,17 @@ func (st *stream) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 		// (completion/complete, resources/subscribe) is denied what the
 		// rules hide of that item from this caller's lists.
 		if callMethod, name, ok := mcplist.Referenced(m.Method, m.Params); ok {
-			v.Rule, _ = st.lister(callMethod).Hidden(name)
+			v.Rule, _ = x.lister(callMethod).Hidden(name)
 			in.Name = name
 		}
 	}
-	st.obs.RuleEvaluation("request", time.Since(start))
+	x.obs.RuleEvaluation("request", time.Since(start))
 	if v.Rule == nil {
 		return refusal{}, false
 	}
 	r := v.Rule
-	st.obs.RuleDecision(r.Name, "deny", 1)
-	log := st.logger()
+	x.obs.RuleDecision(r.Name, "deny", 1)
+	log := x.logger()
 	ev := log.Info()
 	if v.Err != nil {
 		ev = log.Warn().Str("error", logsafe.Cap(v.Err.Error(), logsafe.DefaultCap))
@@ -85,66 +86,57 @@ func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
 }
 
 // ruleInput is what the rules read of this request, for method.
-func (st *stream) ruleInput(method string) *rules.Input {
-	in := &rules.Input{Method: method, Path: st.path, ServerID: st.global.ServerID, Headers: st.ruleHeaders}
-	if id := st.caller; id != nil {
+func (x *exchange) ruleInput(method string) *rules.Input {
+	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: x.ruleHeaders}
+	if id := x.caller.id; id != nil {
 		in.User, in.Tenant, in.Roles, in.Teams = id.User, id.Tenant, id.Roles, id.Teams
 		if id.Claims != nil {
-			in.Claims = st.callerClaims
+			in.Claims = x.callerClaims
 		}
 	}
 	return in
 }
 
-// ruleHeaders is request.headers: the request's headers as the HTTP hooks
+// ruleHeaders is requex.req.headers: the request's headers as the HTTP hooks
 // get them (requestHeaderMap) without, unless allow_credential_headers,
 // the credentials.
-func (st *stream) ruleHeaders() map[string]string {
-	out := requestHeaderMap(st.headers)
-	if !st.snap.Settings.AllowCredentialHeaders {
+func (x *exchange) ruleHeaders() map[string]string {
+	out := requestHeaderMap(x.req.headers)
+	if !x.snap.Settings.AllowCredentialHeaders {
 		maps.DeleteFunc(out, func(k, _ string) bool { return config.IsCredentialHeader(k) })
 	}
 	return out
 }
 
-// listRequest makes the answer of a list request pending, so the rules
-// filter its result.
-func (st *stream) listRequest(m *mcpmsg.Message) {
-	if m.Kind != mcpmsg.KindRequest || !st.readsList(m.Method) {
-		return
-	}
-	l, _ := mcplist.ByMethod(m.Method)
-	st.await(m.ID, &pendingCall{list: l})
-}
-
 // readsList reports whether the answer of a list method is read: the
 // rules filter it, or its definitions are pinned (pinning.go).
-func (st *stream) readsList(method string) bool {
+func (x *exchange) readsList(method string) bool {
 	l, ok := mcplist.ByMethod(method)
 	if !ok {
 		return false
 	}
-	return st.snap.Rules.Len() > 0 || st.pinsList(method) || st.listHookApplies(l)
+	return x.snap.Rules.Len() > 0 || pinsList(x.snap, method) || listHookApplies(x.snap.Hooks, l)
 }
 
 // filtersLists reports whether the rules may hide items of the list
 // method from this caller, judged with the item's name and arguments
 // unknown: a list's answer is read only then.
-func (st *stream) filtersLists(method string) bool {
+func (x *exchange) filtersLists(method string) bool {
 	l, ok := mcplist.ByMethod(method)
-	return ok && st.snap.Rules.MayHide(st.ruleInput(l.CallMethod))
+	return ok && x.snap.Rules.MayHide(x.ruleInput(l.CallMethod))
 }
 
 // filterList drops the items of a list result that the rules hide, and
 // returns the message that replaces it, or nil when nothing is hidden. A
 // result that cannot be read is refused: nothing hidden may pass.
-func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
-	pinHidden, refused := st.pinnedItems(m, l) // pinning.go
+func (rd reader) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
+	x := rd.x
+	pinHidden, refused := rd.pinnedItems(m, l) // pinning.go
 	if refused != nil {
 		return refused
 	}
 	start := time.Now()
-	lister := st.lister(l.CallMethod)
+	lister := x.lister(l.CallMethod)
 	// One variable for what the callback changes: the first rule that
 	// hid an item, and the item's index (one allocation, not two).
 	at := struct {
@@ -158,7 +150,7 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		}
 		r, hidden := lister.Hidden(name)
 		if hidden {
-			st.obs.RuleDecision(r.Name, "hide", 1)
+			x.obs.RuleDecision(r.Name, "hide", 1)
 			if at.first == "" {
 				at.first = r.Name
 			}
@@ -166,11 +158,11 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		return hidden
 	})
 	first := at.first
-	st.obs.RuleEvaluation("list", time.Since(start))
+	x.obs.RuleEvaluation("list", time.Since(start))
 	dropped := 0
 	if err == nil {
 		var refused []byte
-		if out, dropped, refused = st.listHook(m, l, out); refused != nil { // listhooks.go
+		if out, dropped, refused = rd.listHook(m, l, out); refused != nil { // listhooks.go
 			return refused
 		}
 	}
@@ -186,7 +178,7 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		out, err = mcpmsg.ReplaceValidResult(*m, out)
 	}
 	if err != nil {
-		st.logger().Warn().Err(err).Str("method", l.Method).Msg("refused: list result cannot be filtered by the rules")
+		x.logger().Warn().Err(err).Str("method", l.Method).Msg("refused: list result cannot be filtered by the rules")
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, l.Method+" result cannot be filtered by the rules: "+err.Error(), nil)
 	}
 	if n == 0 {
@@ -195,20 +187,20 @@ func (st *stream) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
 		}
 		return nil
 	}
-	st.decision.raise(decisionModified, first, byRule, "")
-	st.logger().Debug().Str("method", l.Method).Int("hidden", n).Msg("list filtered by rules")
+	x.decision.raise(decisionModified, first, byRule, "")
+	x.logger().Debug().Str("method", l.Method).Int("hidden", n).Msg("list filtered by rules")
 	return out
 }
 
 // lister returns the stream's lister for a call method, made on first use.
-func (st *stream) lister(callMethod string) *rules.Lister {
-	if l, ok := st.listers[callMethod]; ok {
+func (x *exchange) lister(callMethod string) *rules.Lister {
+	if l, ok := x.caller.listers[callMethod]; ok {
 		return l
 	}
-	if st.listers == nil {
-		st.listers = make(map[string]*rules.Lister, 1)
+	if x.caller.listers == nil {
+		x.caller.listers = make(map[string]*rules.Lister, 1)
 	}
-	l := st.snap.Rules.Lister(st.ruleInput(callMethod))
-	st.listers[callMethod] = l
+	l := x.snap.Rules.Lister(x.ruleInput(callMethod))
+	x.caller.listers[callMethod] = l
 	return l
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -148,7 +147,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			// Envoy expects no reply and applies none: nothing the plugins
 			// decide could be enforced, so they are not called.
 			s.warnObservability()
-			st.obs.Message("observability_mode")
+			st.x.obs.Message("observability_mode")
 			continue
 		}
 		resp := st.refused
@@ -159,48 +158,4 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 			return fmt.Errorf("send: %w", err)
 		}
 	}
-}
-
-// handle answers one message with exactly one reply of the matching kind.
-func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-	var kind protoreflect.Name
-	if f := req.ProtoReflect().WhichOneof(requestOneof); f != nil {
-		kind = f.Name()
-	}
-	answer, ok := answers[kind]
-	if !ok {
-		// An unknown message kind (a newer Envoy): there is no reply kind to
-		// match, so refuse the request rather than guess.
-		st.logger().Error().Str("type", fmt.Sprintf("%T", req.Request)).Msg("unknown ext_proc message")
-		return internalError(st, "unsupported ext_proc message")
-	}
-	st.obs.Message(string(kind))
-	return st.withDecision(answer(st, req)) // decision.go
-}
-
-// requestOneof is the oneof of ProcessingRequest that names the message kind.
-var requestOneof = (&extprocv3.ProcessingRequest{}).ProtoReflect().Descriptor().Oneofs().ByName("request")
-
-// answerFunc answers one kind of message.
-type answerFunc func(*stream, *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse
-
-// answers maps each message kind (the oneof field's name, also the metric
-// label) to the stream method that answers it. Read-only.
-var answers = map[protoreflect.Name]answerFunc{
-	"request_headers":   (*stream).requestHeadersMessage,
-	"request_body":      answerWith((*extprocv3.ProcessingRequest).GetRequestBody, (*stream).requestBody),
-	"request_trailers":  answerWith((*extprocv3.ProcessingRequest).GetRequestTrailers, (*stream).requestTrailers),
-	"response_headers":  answerWith((*extprocv3.ProcessingRequest).GetResponseHeaders, (*stream).responseHeaders),
-	"response_body":     answerWith((*extprocv3.ProcessingRequest).GetResponseBody, (*stream).responseBody),
-	"response_trailers": answerWith((*extprocv3.ProcessingRequest).GetResponseTrailers, (*stream).responseTrailers),
-}
-
-func answerWith[M any](get func(*extprocv3.ProcessingRequest) M, answer func(*stream, M) *extprocv3.ProcessingResponse) answerFunc {
-	return func(st *stream, r *extprocv3.ProcessingRequest) *extprocv3.ProcessingResponse {
-		return answer(st, get(r))
-	}
-}
-
-func (st *stream) requestTrailers(*extprocv3.HttpTrailers) *extprocv3.ProcessingResponse {
-	return st.canned.requestTrailers
 }

@@ -297,7 +297,7 @@ func FuzzStreamedResponse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte, seed uint64) {
 		chunks := cut(body, seed)
 		passing := testStream(&fakeHooks{})
-		passing.snap.Settings = &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20, UnattributedResponses: config.UnattributedPass}
+		passing.x.snap.Settings = &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20, UnattributedResponses: config.UnattributedPass}
 		if got := runSSEOn(t, passing, chunks); !bytes.Equal(got, body) {
 			t.Fatalf("unchanged stream in %d chunks: client got %q, want %q", len(chunks), got, body)
 		}
@@ -378,7 +378,7 @@ func (v *verdictHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage
 // same chunk are still delivered, then an error event for the pending id.
 func TestSSEOverflowKeepsCompleteEvents(t *testing.T) {
 	st := testStream(&fakeHooks{})
-	st.snap.Settings.MaxBodyBytes = 256
+	st.x.snap.Settings.MaxBodyBytes = 256
 	for _, m := range []*extprocv3.ProcessingRequest{requestHeaders("POST", "/mcp", false), requestBody(toolCall),
 		responseHeaders(200, "content-type", "text/event-stream")} {
 		st.handle(m)
