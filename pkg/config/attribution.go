@@ -14,37 +14,37 @@ import (
 type Attribution struct {
 	// Store is "memory" (default: in the sidecar's process) or "redis"
 	// (shared by the replicas of a gateway through Redis or Valkey).
-	Store string `yaml:"store,omitempty" json:"store,omitempty"`
+	Store string `yaml:"store,omitempty" json:"store,omitempty" default:"memory"`
 	// Redis configures store: redis; required with it.
-	Redis *Redis `yaml:"redis,omitempty" json:"redis,omitempty"`
+	Redis *Redis `yaml:"redis,omitempty" json:"redis,omitempty" default:"none; required with store redis"`
 	// RequestTTL and TaskTTL are how long a request entry (default 600 s)
 	// and a task entry (default 3600 s) are kept, in either store.
-	RequestTTL *Seconds `yaml:"request_ttl,omitempty" json:"request_ttl,omitempty"`
-	TaskTTL    *Seconds `yaml:"task_ttl,omitempty" json:"task_ttl,omitempty"`
+	RequestTTL *Seconds `yaml:"request_ttl,omitempty" json:"request_ttl,omitempty" default:"600"`
+	TaskTTL    *Seconds `yaml:"task_ttl,omitempty" json:"task_ttl,omitempty" default:"3600"`
 	// MaxRequestsPerSession and MaxTasksPerSession cap the entries of one
 	// MCP session (defaults 1024 and 256); the oldest leave first.
-	MaxRequestsPerSession int `yaml:"max_requests_per_session,omitempty" json:"max_requests_per_session,omitempty"`
-	MaxTasksPerSession    int `yaml:"max_tasks_per_session,omitempty" json:"max_tasks_per_session,omitempty"`
+	MaxRequestsPerSession int `yaml:"max_requests_per_session,omitempty" json:"max_requests_per_session,omitempty" default:"0: 1024"`
+	MaxTasksPerSession    int `yaml:"max_tasks_per_session,omitempty" json:"max_tasks_per_session,omitempty" default:"0: 256"`
 }
 
 // Redis is extproc.attribution.redis: the Redis or Valkey server (one
 // address) or cluster (several) shared by the replicas.
 type Redis struct {
-	Addresses []string `yaml:"addresses" json:"addresses"` // host:port
-	Username  string   `yaml:"username,omitempty" json:"username,omitempty"`
+	Addresses []string `yaml:"addresses" json:"addresses" default:"required"` // host:port
+	Username  string   `yaml:"username,omitempty" json:"username,omitempty" default:"none"`
 	// PasswordFile holds the password (trailing newline ignored); the
 	// password itself never appears in the config.
-	PasswordFile string `yaml:"password_file,omitempty" json:"password_file,omitempty"`
+	PasswordFile string `yaml:"password_file,omitempty" json:"password_file,omitempty" default:"none: no password"`
 	// TLS: certfile, keyfile, keyfile_password, ca_bundle, verify,
 	// check_hostname, as for a plugin (package tlsconfig builds both).
-	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty"`
+	TLS *TLS `yaml:"tls,omitempty" json:"tls,omitempty" default:"none: plaintext"`
 	// KeyPrefix starts every key (default "mcp-extproc:").
-	KeyPrefix string `yaml:"key_prefix,omitempty" json:"key_prefix,omitempty"`
+	KeyPrefix string `yaml:"key_prefix,omitempty" json:"key_prefix,omitempty" default:"mcp-extproc:"`
 	// DialTimeout bounds a new connection (default 0.2 s); OpTimeout bounds
 	// every lookup, every batch of writes and the wait of a task record
 	// (default 0.05 s).
-	DialTimeout *Seconds `yaml:"dial_timeout,omitempty" json:"dial_timeout,omitempty"`
-	OpTimeout   *Seconds `yaml:"op_timeout,omitempty" json:"op_timeout,omitempty"`
+	DialTimeout *Seconds `yaml:"dial_timeout,omitempty" json:"dial_timeout,omitempty" default:"0.2"`
+	OpTimeout   *Seconds `yaml:"op_timeout,omitempty" json:"op_timeout,omitempty" default:"0.05"`
 }
 
 // Values of Attribution.Store, and the defaults of the redis section.
@@ -58,9 +58,16 @@ const (
 	maxAttributionSessionCaps = 1 << 20
 )
 
-// applyDefaults fills in the redis section's defaults (the store's word is
-// a choice: see Extproc.choices).
-func (a *Attribution) applyDefaults() {
+// choices lists the section's one-of-a-few-words settings.
+func (a *Attribution) choices(at string) []choice {
+	return []choice{{joinPath(at, "store"), &a.Store, []string{StoreMemory, StoreRedis}}}
+}
+
+// setDefaults sets the store (memory) and the redis section's defaults.
+func (a *Attribution) setDefaults(*Config) {
+	for _, ch := range a.choices("") {
+		ch.setDefault()
+	}
 	r := a.Redis
 	if r == nil {
 		return
@@ -76,9 +83,9 @@ func (a *Attribution) applyDefaults() {
 	}
 }
 
-// attribution checks extproc.attribution (after defaults).
-func (v *validator) attribution(a *Attribution) {
-	const base = "extproc.attribution"
+// check checks extproc.attribution (after defaults).
+func (a *Attribution) check(v *validator, _ *Config, base string) {
+	v.choices(a.choices(base)...)
 	for _, f := range []struct {
 		name string
 		d    *Seconds

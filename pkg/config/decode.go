@@ -215,18 +215,24 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, plugin, path strin
 func yamlFields(t reflect.Type) map[string]int {
 	m := make(map[string]int, t.NumField())
 	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := f.Tag.Get("yaml")
-		name, _, _ := strings.Cut(tag, ",")
-		if name == "-" || !f.IsExported() {
-			continue
+		if name, ok := yamlName(t.Field(i)); ok {
+			m[name] = i
 		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		m[name] = i
 	}
 	return m
+}
+
+// yamlName returns the key of a struct field in the file, and false for a
+// field that has none (unexported, or tagged "-").
+func yamlName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" || !f.IsExported() {
+		return "", false
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, true
 }
 
 // expandTree expands ${...} in every scalar under n, once per node. A plain

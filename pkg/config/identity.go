@@ -16,7 +16,7 @@ import (
 // once an earlier one answered. A request no source answers has no
 // identity.
 type Identity struct {
-	Sources []IdentitySource `yaml:"sources" json:"sources"`
+	Sources []IdentitySource `yaml:"sources" json:"sources" default:"required: at least one source"`
 }
 
 // IdentitySource is one entry of extproc.identity.sources: exactly one of
@@ -24,13 +24,13 @@ type Identity struct {
 type IdentitySource struct {
 	// JWTMetadata reads the payload Envoy's jwt_authn filter verified and
 	// put in dynamic metadata (payload_in_metadata).
-	JWTMetadata *JWTMetadataSource `yaml:"jwt_metadata,omitempty" json:"jwt_metadata,omitempty"`
+	JWTMetadata *JWTMetadataSource `yaml:"jwt_metadata,omitempty" json:"jwt_metadata,omitempty" default:"none; one source kind per entry"`
 	// PeerCertificate reads the mTLS peer from an ext_proc request
 	// attribute (the SPIFFE id of the client certificate).
-	PeerCertificate *PeerCertificateSource `yaml:"peer_certificate,omitempty" json:"peer_certificate,omitempty"`
+	PeerCertificate *PeerCertificateSource `yaml:"peer_certificate,omitempty" json:"peer_certificate,omitempty" default:"none; one source kind per entry"`
 	// Headers reads request headers that Envoy itself sets after removing
 	// the client's copies (set_by_envoy must be true).
-	Headers *HeaderIdentitySource `yaml:"headers,omitempty" json:"headers,omitempty"`
+	Headers *HeaderIdentitySource `yaml:"headers,omitempty" json:"headers,omitempty" default:"none; one source kind per entry"`
 }
 
 // Defaults of the identity sources.
@@ -46,24 +46,24 @@ type JWTMetadataSource struct {
 	// Namespace is the metadata namespace (default
 	// envoy.filters.http.jwt_authn). Envoy forwards it to ext_proc only
 	// when the filter lists it in metadata_options.forwarding_namespaces.untyped.
-	Namespace string `yaml:"namespace,omitempty" json:"namespace,omitempty"`
+	Namespace string `yaml:"namespace,omitempty" json:"namespace,omitempty" default:"envoy.filters.http.jwt_authn"`
 	// Key is the jwt_authn provider's payload_in_metadata (required; Istio
 	// uses the issuer).
-	Key string `yaml:"key" json:"key"`
+	Key string `yaml:"key" json:"key" default:"required"`
 	// Claims names the claims, as claim paths (docs/identity.md).
-	Claims Claims `yaml:"claims,omitempty" json:"claims,omitempty"`
+	Claims Claims `yaml:"claims,omitempty" json:"claims,omitempty" default:"each claim's default"`
 }
 
 // Claims are the claim paths of a JWT payload: dot-separated names, a name
 // with dots or brackets written as ["..."] (["https://acme.example/tenant"],
 // realm_access.roles).
 type Claims struct {
-	User   string `yaml:"user,omitempty" json:"user,omitempty"`     // default "sub"
-	Email  string `yaml:"email,omitempty" json:"email,omitempty"`   // default "email"
-	Name   string `yaml:"name,omitempty" json:"name,omitempty"`     // full name, none by default
-	Tenant string `yaml:"tenant,omitempty" json:"tenant,omitempty"` // none by default
-	Roles  string `yaml:"roles,omitempty" json:"roles,omitempty"`   // a string array (or one string)
-	Teams  string `yaml:"teams,omitempty" json:"teams,omitempty"`   // a string array (or one string)
+	User   string `yaml:"user,omitempty" json:"user,omitempty" default:"sub"`      // default "sub"
+	Email  string `yaml:"email,omitempty" json:"email,omitempty" default:"email"`  // default "email"
+	Name   string `yaml:"name,omitempty" json:"name,omitempty" default:"none"`     // full name, none by default
+	Tenant string `yaml:"tenant,omitempty" json:"tenant,omitempty" default:"none"` // none by default
+	Roles  string `yaml:"roles,omitempty" json:"roles,omitempty" default:"none"`   // a string array (or one string)
+	Teams  string `yaml:"teams,omitempty" json:"teams,omitempty" default:"none"`   // a string array (or one string)
 }
 
 // PeerCertificateSource is the client certificate of an mTLS connection,
@@ -72,10 +72,10 @@ type PeerCertificateSource struct {
 	// Attribute is the request attribute holding the peer's id (default
 	// connection.uri_san_peer_certificate, the SPIFFE id). Envoy sends it
 	// only when the filter lists it in request_attributes.
-	Attribute string `yaml:"attribute,omitempty" json:"attribute,omitempty"`
+	Attribute string `yaml:"attribute,omitempty" json:"attribute,omitempty" default:"connection.uri_san_peer_certificate"`
 	// TrustDomains, when set, accepts only spiffe://<domain>/... ids of
 	// these trust domains; any other peer yields no identity.
-	TrustDomains []string `yaml:"trust_domains,omitempty" json:"trust_domains,omitempty"`
+	TrustDomains []string `yaml:"trust_domains,omitempty" json:"trust_domains,omitempty" default:"none: any peer"`
 }
 
 // HeaderIdentitySource is identity in request headers that Envoy sets.
@@ -84,13 +84,13 @@ type HeaderIdentitySource struct {
 	// headers before ext_proc and sets them itself (jwt_authn
 	// claim_to_headers after a header_mutation that removes them). Required
 	// true: a header a client can send proves nothing.
-	SetByEnvoy bool   `yaml:"set_by_envoy" json:"set_by_envoy"`
-	User       string `yaml:"user,omitempty" json:"user,omitempty"`
-	Email      string `yaml:"email,omitempty" json:"email,omitempty"`
-	Name       string `yaml:"name,omitempty" json:"name,omitempty"` // display name: user_context.full_name
-	Tenant     string `yaml:"tenant,omitempty" json:"tenant,omitempty"`
-	Roles      string `yaml:"roles,omitempty" json:"roles,omitempty"` // comma-separated
-	Teams      string `yaml:"teams,omitempty" json:"teams,omitempty"` // comma-separated
+	SetByEnvoy bool   `yaml:"set_by_envoy" json:"set_by_envoy" default:"false, refused: must be true"`
+	User       string `yaml:"user,omitempty" json:"user,omitempty" default:"none"`
+	Email      string `yaml:"email,omitempty" json:"email,omitempty" default:"none"`
+	Name       string `yaml:"name,omitempty" json:"name,omitempty" default:"none"` // display name: user_context.full_name
+	Tenant     string `yaml:"tenant,omitempty" json:"tenant,omitempty" default:"none"`
+	Roles      string `yaml:"roles,omitempty" json:"roles,omitempty" default:"none"` // comma-separated
+	Teams      string `yaml:"teams,omitempty" json:"teams,omitempty" default:"none"` // comma-separated
 }
 
 // Kind names the source's kind as in the file ("jwt_metadata", ...), or
@@ -117,12 +117,9 @@ func (s *IdentitySource) kinds() []string {
 	return out
 }
 
-// applyDefaults fills in namespaces, claims and attributes, and lower-cases
+// setDefaults fills in namespaces, claims and attributes, and lower-cases
 // header names.
-func (id *Identity) applyDefaults() {
-	if id == nil {
-		return
-	}
+func (id *Identity) setDefaults(*Config) {
 	for i := range id.Sources {
 		s := &id.Sources[i]
 		if j := s.JWTMetadata; j != nil {
@@ -164,34 +161,14 @@ var PeerAttributes = []string{
 	"connection.subject_peer_certificate",
 }
 
-// identity validates extproc.identity and warns about identity from
-// headers a client can send.
-func (v *validator) identity(e *Extproc) {
-	legacy := []struct{ field, name string }{
-		{"extproc.user_header", e.UserHeader},
-		{"extproc.tenant_header", e.TenantHeader},
+// check validates extproc.identity's sources. (The legacy user_header and
+// tenant_header it replaces are the extproc section's keys: extproc.go.)
+func (id *Identity) check(v *validator, _ *Config, at string) {
+	if len(id.Sources) == 0 {
+		v.problem("", joinPath(at, "sources"), "required: at least one source (jwt_metadata, peer_certificate, headers)")
 	}
-	if e.ServerHeader != "" {
-		v.warn("", "extproc.server_header", "server_id from request header %q, which any client can send unless Envoy removes it first", e.ServerHeader)
-	}
-	if e.Identity == nil {
-		for _, h := range legacy {
-			if h.name != "" {
-				v.warn("", h.field, "identity from request header %q, which any client can send: nothing tells it from one Envoy set; declare the source in extproc.identity.sources (docs/identity.md)", h.name)
-			}
-		}
-		return
-	}
-	for _, h := range legacy {
-		if h.name != "" {
-			v.problem("", h.field, "not used with extproc.identity: list the header in a headers source of extproc.identity.sources with set_by_envoy: true")
-		}
-	}
-	if len(e.Identity.Sources) == 0 {
-		v.problem("", "extproc.identity.sources", "required: at least one source (jwt_metadata, peer_certificate, headers)")
-	}
-	for i := range e.Identity.Sources {
-		v.identitySource(&e.Identity.Sources[i], fmt.Sprintf("extproc.identity.sources[%d]", i))
+	for i := range id.Sources {
+		v.identitySource(&id.Sources[i], fmt.Sprintf("%s[%d]", joinPath(at, "sources"), i))
 	}
 }
 

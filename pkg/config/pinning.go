@@ -11,17 +11,17 @@ import (
 type ToolPinning struct {
 	// Mode is "off" (default), "record" (the first definition seen is
 	// pinned) or "approved" (only Snapshot's definitions are).
-	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty" default:"off"`
 	// OnChange is "alert" (default: log and metric), "hide" (the
 	// definition is dropped from lists and its calls refused) or "block"
 	// (the whole list refused, its calls too).
-	OnChange string `yaml:"on_change,omitempty" json:"on_change,omitempty"`
+	OnChange string `yaml:"on_change,omitempty" json:"on_change,omitempty" default:"alert"`
 	// Snapshot is the approved definitions' file (`extproc tools
 	// snapshot`), required with mode approved.
-	Snapshot string `yaml:"snapshot,omitempty" json:"snapshot,omitempty"`
+	Snapshot string `yaml:"snapshot,omitempty" json:"snapshot,omitempty" default:"none; required with mode approved"`
 	// TTL is how long a pin is kept after a list last showed it (default
 	// 7 days), in the attribution store's backend (memory or Redis).
-	TTL *Seconds `yaml:"ttl,omitempty" json:"ttl,omitempty"`
+	TTL *Seconds `yaml:"ttl,omitempty" json:"ttl,omitempty" default:"604800 (7 days)"`
 }
 
 // Values of ToolPinning.Mode and OnChange.
@@ -37,10 +37,25 @@ const (
 // Enabled reports whether definitions are pinned.
 func (p *ToolPinning) Enabled() bool { return p.Mode != "" && p.Mode != PinningOff }
 
-// toolPinning checks extproc.tool_pinning (after defaults): mode approved
-// needs a snapshot that parses; a snapshot with another mode is ignored.
-func (v *validator) toolPinning(p *ToolPinning) {
-	const base = "extproc.tool_pinning"
+// choices lists the section's one-of-a-few-words settings.
+func (p *ToolPinning) choices(at string) []choice {
+	return []choice{
+		{joinPath(at, "mode"), &p.Mode, []string{PinningOff, PinningRecord, PinningApproved}},
+		{joinPath(at, "on_change"), &p.OnChange, []string{PinAlert, PinHide, PinBlock}},
+	}
+}
+
+// setDefaults sets mode (off) and on_change (alert).
+func (p *ToolPinning) setDefaults(*Config) {
+	for _, ch := range p.choices("") {
+		ch.setDefault()
+	}
+}
+
+// check checks extproc.tool_pinning (after defaults): mode approved needs
+// a snapshot that parses; a snapshot with another mode is ignored.
+func (p *ToolPinning) check(v *validator, _ *Config, base string) {
+	v.choices(p.choices(base)...)
 	if p.TTL != nil && p.TTL.Duration <= 0 {
 		v.problem("", base+".ttl", "must be positive")
 	}

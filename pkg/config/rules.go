@@ -9,17 +9,28 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
-// rules validates extproc.rules by compiling them: every issue of
-// rules.Compile is a problem of its rule's name or deny. It warns about a
-// rule that reads identity.* where nothing can fill it in.
-func (v *validator) rules(c *Config) {
+// extproc.rules is a list of [rules.Rule], whose keys package rules
+// declares; the extproc section (extproc.go) calls rulesDefaults and
+// validator.rules for it.
+
+// rulesDefaults trims the rules' names.
+func rulesDefaults(rs []rules.Rule) {
+	for i := range rs {
+		rs[i].Name = strings.TrimSpace(rs[i].Name)
+	}
+}
+
+// rules validates extproc.rules (at path at) by compiling them: every
+// issue of rules.Compile is a problem of its rule's name or deny. It warns
+// about a rule that reads identity.* where nothing can fill it in.
+func (v *validator) rules(c *Config, at string) {
 	e := &c.Extproc
 	if len(e.Rules) == 0 {
 		return
 	}
 	set, issues := rules.Compile(e.Rules, rules.Options{})
 	for _, is := range issues {
-		v.problem("", fmt.Sprintf("extproc.rules[%d].%s", is.Index, is.Field), "%s", is.Error())
+		v.problem("", fmt.Sprintf("%s[%d].%s", at, is.Index, is.Field), "%s", is.Error())
 	}
 	if set == nil || e.Identity != nil || mayResolveIdentity(c.Plugins) {
 		return
@@ -29,7 +40,7 @@ func (v *validator) rules(c *Config) {
 		if len(empty) == 0 {
 			continue
 		}
-		v.warn("", fmt.Sprintf("extproc.rules[%d].deny", i),
+		v.warn("", fmt.Sprintf("%s[%d].deny", at, i),
 			"rule %q reads %s, always empty here: extproc.identity is not configured and no plugin has an %s or %s hook (docs/identity.md)",
 			set.Rule(i).Name, strings.Join(empty, ", "), cpex.HTTPAuthResolveUser, cpex.IdentityResolve)
 	}

@@ -13,6 +13,9 @@ import (
 	"go.yaml.in/yaml/v4"
 )
 
+// Seconds is a duration written in seconds (int or float) as cpex does.
+type Seconds struct{ time.Duration }
+
 // ErrBadSeconds is wrapped by every error about a value that is not a
 // non-negative number of seconds.
 var ErrBadSeconds = errors.New("want a non-negative number of seconds")
