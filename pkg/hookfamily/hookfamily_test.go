@@ -26,8 +26,14 @@ func TestRoutes(t *testing.T) {
 		{"tasks/result", "", cpex.ToolPostInvoke, "", "", "tools"},
 		{"tasks/get", "", cpex.ToolPostInvoke, "", "", "tools"},
 	}
-	if len(tests) != len(routes) {
-		t.Errorf("%d routes tested, the table has %d: test the new row", len(tests), len(routes))
+	hooked := 0
+	for i := range routes {
+		if routes[i].Hooked() {
+			hooked++
+		}
+	}
+	if len(tests) != hooked {
+		t.Errorf("%d hooked routes tested, the table has %d: test the new row", len(tests), hooked)
 	}
 	for _, tt := range tests {
 		r, ok := ByMethod(tt.method)
@@ -48,6 +54,51 @@ func TestRoutes(t *testing.T) {
 	for _, m := range []string{"", "tools/list", "Tools/call", "initialize", "notifications/cancelled"} {
 		if r, ok := ByMethod(m); ok {
 			t.Errorf("ByMethod(%q) = %+v, want none", m, r)
+		}
+	}
+}
+
+// TestOperations: what each MCP method needs of the per-message hooks:
+// the permission http_auth_check_permission is asked (ContextForge's
+// names), whether token_delegate runs, whether its answer may create a
+// task. Every row of the table is here.
+func TestOperations(t *testing.T) {
+	tests := []struct {
+		method, permission, resourceType string
+		delegated, createsTasks          bool
+	}{
+		{"tools/call", "tools.execute", "tool", true, true},
+		{"prompts/get", "prompts.read", "prompt", false, false},
+		{"resources/read", "resources.read", "resource", false, false},
+		{"tasks/result", "", "", false, false},
+		{"tasks/get", "", "", false, false},
+		{"tools/list", "tools.read", "tool", false, false},
+		{"prompts/list", "prompts.read", "prompt", false, false},
+		{"resources/list", "resources.read", "resource", false, false},
+		{"resources/templates/list", "resources.read", "resource", false, false},
+		{"resources/subscribe", "resources.read", "resource", false, false},
+		{"resources/unsubscribe", "resources.read", "resource", false, false},
+	}
+	if len(tests) != len(routes) {
+		t.Errorf("%d operations tested, the table has %d: test the new row", len(tests), len(routes))
+	}
+	for _, tt := range tests {
+		r, ok := Operation(tt.method)
+		if !ok {
+			t.Errorf("Operation(%q): not found", tt.method)
+			continue
+		}
+		if r.Permission != tt.permission || r.ResourceType != tt.resourceType || r.Delegated != tt.delegated || r.CreatesTasks != tt.createsTasks {
+			t.Errorf("%s: permission %q/%q delegated %v tasks %v, want %q/%q %v %v", tt.method,
+				r.Permission, r.ResourceType, r.Delegated, r.CreatesTasks, tt.permission, tt.resourceType, tt.delegated, tt.createsTasks)
+		}
+		if _, hooked := ByMethod(tt.method); hooked != r.Hooked() {
+			t.Errorf("%s: ByMethod found %v, Hooked %v", tt.method, hooked, r.Hooked())
+		}
+	}
+	for _, m := range []string{"", "initialize", "ping", "completion/complete", "notifications/cancelled"} {
+		if r, ok := Operation(m); ok {
+			t.Errorf("Operation(%q) = %+v, want none", m, r)
 		}
 	}
 }
