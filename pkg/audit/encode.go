@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 )
@@ -111,8 +112,14 @@ func (c *Encoder) formatName() Format {
 // visibly, so no message can make an audit line unbounded. Content is the
 // caller's and is kept as is; Plugins and Rules name configured things,
 // except the verdicts and outcomes, which are short words.
+//
+// A zero Time, which no Logger passes on, is set to now: every encoding
+// has a time.
 func bounded(e *Event) Event {
 	b := *e
+	if b.Time.IsZero() {
+		b.Time = time.Now()
+	}
 	for _, s := range []*string{&b.RequestID, &b.JSONRPCID, &b.SessionID, &b.TraceID, &b.SpanID,
 		&b.Server, &b.Method, &b.Target, &b.Error, &b.Violation.Code, &b.Violation.Reason,
 		&b.Caller.Subject, &b.Caller.Name, &b.Caller.Tenant, &b.Caller.Address} {
