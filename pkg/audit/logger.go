@@ -223,16 +223,13 @@ func (l *Logger) run() {
 	}
 }
 
-// drain writes what is queued, or once Close's deadline has passed drops
-// it. Close set closed before stop was closed, so the queue only shrinks.
+// drain writes what is queued (write drops it once Close's deadline has
+// passed). Close set closed before stop was closed, so the queue only
+// shrinks.
 func (l *Logger) drain() {
 	for {
 		select {
 		case e := <-l.queue:
-			if l.ctx.Err() != nil {
-				l.drop(DropShutdown)
-				continue
-			}
 			l.write(&e)
 		default:
 			return
@@ -240,7 +237,13 @@ func (l *Logger) drain() {
 	}
 }
 
+// write writes e to the sink, or drops it when Close's deadline has
+// passed.
 func (l *Logger) write(e *Event) {
+	if l.ctx.Err() != nil {
+		l.drop(DropShutdown)
+		return
+	}
 	ctx, cancel := context.WithTimeout(l.ctx, l.opts.WriteTimeout)
 	err := l.sink.Write(ctx, e)
 	cancel()
