@@ -108,10 +108,17 @@ func NewLogger(sink Sink, opts Options) *Logger {
 	}
 }
 
-// Start starts the goroutine that writes events. Calls after the first do
-// nothing.
+// Start starts the goroutine that writes events. Calls after the first,
+// and calls after Close, do nothing.
 func (l *Logger) Start() {
 	l.startOnce.Do(func() {
+		// Under the read lock, so that Close sees started once it holds
+		// the write lock, or Start sees closed.
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		if l.closed {
+			return
+		}
 		l.started.Store(true)
 		go l.run()
 	})

@@ -392,3 +392,17 @@ func BenchmarkEncode(b *testing.B) {
 		})
 	}
 }
+
+// Start after Close does not start a goroutine that would write to a
+// closed sink.
+func TestStartAfterClose(t *testing.T) {
+	sink := &countSink{}
+	l := NewLogger(sink, Options{})
+	if err := l.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	l.Start() // must neither panic nor leak (goleak)
+	if l.Emit(fullEvent()) || sink.n.Load() != 0 {
+		t.Error("Emit after Close accepted")
+	}
+}
