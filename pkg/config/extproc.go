@@ -96,6 +96,13 @@ type Extproc struct {
 	Attribution Attribution `yaml:"attribution,omitempty" json:"attribution,omitempty" default:"store memory"`
 	// ToolPinning pins the definitions servers advertise (pinning.go).
 	ToolPinning ToolPinning `yaml:"tool_pinning,omitempty" json:"tool_pinning,omitempty" default:"mode off"`
+	// Audit writes one audit event per decided MCP message (audit.go).
+	Audit Audit `yaml:"audit,omitempty" json:"audit,omitempty" default:"off"`
+	// Shadow runs every plugin and rule, and enforces nothing: no message
+	// is refused or changed; the audit events, logs and metrics say what
+	// would have been (would_deny, would_modify). For rolling out a new
+	// plugin or rule set.
+	Shadow bool `yaml:"shadow,omitempty" json:"shadow,omitempty" default:"false"`
 	// Rules are authorization rules: CEL expressions evaluated in order on
 	// every MCP request, which is refused when a rule's deny is true; list
 	// results hide the items whose call a rule denies (docs/rules.md).

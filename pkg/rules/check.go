@@ -15,26 +15,37 @@ type Verdict struct {
 	// Err is set when that rule failed at run time (and so denied): a
 	// missing key, a result that is not a bool, the cost limit.
 	Err error
+	// WouldDeny are the shadow rules, in config order up to Rule, that
+	// would have denied (or failed, which denies); nil when none did.
+	WouldDeny []*Rule
 }
 
-// Check evaluates the rules in order against in and returns the first that
-// denies.
+// Check evaluates the rules in order against in and returns the first
+// enforced rule that denies, and the shadow rules before it that would
+// have.
 func (s *Set) Check(in *Input) Verdict {
 	if s == nil || len(s.rules) == 0 {
 		return Verdict{}
 	}
 	a := &activation{set: s, in: in}
+	var v Verdict
 	for i := range s.rules {
 		c := &s.rules[i]
 		if c.skips(in) {
 			continue
 		}
 		out, _, err := c.prog.Eval(a)
-		if deny, err := denies(out, err); deny {
-			return Verdict{Rule: c.rule, Err: err}
+		deny, err := denies(out, err)
+		switch {
+		case !deny:
+		case c.rule.Shadow():
+			v.WouldDeny = append(v.WouldDeny, c.rule)
+		default:
+			v.Rule, v.Err = c.rule, err
+			return v
 		}
 	}
-	return Verdict{}
+	return v
 }
 
 // errUnknown is the error of a rule whose result depends on a value not

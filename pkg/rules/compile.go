@@ -150,6 +150,10 @@ func Compile(rs []Rule, o Options) (*Set, []Issue) {
 	for i := range list {
 		r := &list[i]
 		issues = append(issues, checkName(i, r, seen)...)
+		if r.Mode != "" && r.Mode != ModeEnforce && r.Mode != ModeShadow {
+			issues = append(issues, Issue{Index: i, Rule: r.Name, Field: "mode",
+				Message: fmt.Sprintf("must be %q (the default) or %q, not %q", ModeEnforce, ModeShadow, r.Mode)})
+		}
 		c, is := compileRule(env, i, r, limit)
 		issues = append(issues, is...)
 		s.rules[i] = c

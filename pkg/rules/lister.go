@@ -34,8 +34,8 @@ func (s *Set) Lister(in *Input) *Lister {
 	l := s.newLister(in)
 	for i := range s.rules {
 		c := &s.rules[i]
-		if !c.method.admits(in.Method) || !c.admitsCaller(in) {
-			continue
+		if c.rule.Shadow() || !c.method.admits(in.Method) || !c.admitsCaller(in) {
+			continue // a shadow rule hides nothing
 		}
 		if c.vars&bit(varName) == 0 {
 			if l.hides(c) {
@@ -121,7 +121,7 @@ func (s *Set) MayHide(in *Input) bool {
 	}
 	l := s.newLister(in)
 	for i := range s.rules {
-		if c := &s.rules[i]; c.method.admits(in.Method) && c.admitsCaller(in) && l.mayHide(c) {
+		if c := &s.rules[i]; !c.rule.Shadow() && c.method.admits(in.Method) && c.admitsCaller(in) && l.mayHide(c) {
 			return true
 		}
 	}

@@ -28,7 +28,20 @@ type Rule struct {
 	// Message is put in the JSON-RPC error of a refused request ("" gives a
 	// generic one).
 	Message string `yaml:"message,omitempty" json:"message,omitempty"`
+	// Mode is ModeEnforce (the default, "") or ModeShadow: a shadow rule
+	// is evaluated like any other, but never refuses a request nor hides
+	// a list item; [Set.Check] reports that it would have denied.
+	Mode string `yaml:"mode,omitempty" json:"mode,omitempty"`
 }
+
+// Values of [Rule.Mode].
+const (
+	ModeEnforce = "enforce"
+	ModeShadow  = "shadow"
+)
+
+// Shadow reports whether the rule is in shadow mode.
+func (r *Rule) Shadow() bool { return r.Mode == ModeShadow }
 
 // Options change how [Compile] builds a [Set].
 type Options struct {
