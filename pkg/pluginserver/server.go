@@ -292,7 +292,7 @@ func (ep *endpoint) invokeHook(ctx context.Context, req *mcp.CallToolRequest) (*
 	defer cancel()
 	stop := context.AfterFunc(ep.ctx, cancel)
 	defer stop()
-	return ep.textResult(ep.srv.Invoke(ctx, req.Params.Arguments))
+	return ep.textResult(ep.srv.Invoke(withCallTrace(ctx, mcpCallTrace(req)), req.Params.Arguments))
 }
 
 // Invoke runs the invoke_hook tool on its raw JSON arguments and returns the
