@@ -32,6 +32,8 @@ type traceCarriers struct{ meta, header, metadata bool }
 type traceServer struct {
 	name     string
 	carriers traceCarriers
+	// goHook says received reports the span context the Go hook ran under.
+	goHook bool
 	// start starts the server; received returns what each call carried,
 	// oldest first, and, where the server is Go, the span context the
 	// hook ran under (else invalid).
@@ -85,12 +87,12 @@ func (p *postHeaders) all() []pluginserver.TraceContext {
 
 func traceServers() []traceServer {
 	return []traceServer{
-		{"streamable-http", traceCarriers{meta: true, header: true}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"streamable-http", traceCarriers{meta: true, header: true}, true, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			p := plugintest.NewScripted("tracer", cpex.ToolPreInvoke)
 			srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, p)
 			return external("tracer", srv.URL()), fromScripted(p)
 		}},
-		{"stateless-2026-07-28", traceCarriers{meta: true, header: true}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"stateless-2026-07-28", traceCarriers{meta: true, header: true}, true, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			p := plugintest.NewScripted("tracer", cpex.ToolPreInvoke)
 			srv := plugintest.StartPlugins(t, plugintest.GoSDK, &pluginserver.Options{Stateless: true}, p)
 			t.Cleanup(func() {
@@ -100,7 +102,7 @@ func traceServers() []traceServer {
 			})
 			return external("tracer", srv.URL()), fromScripted(p)
 		}},
-		{"sse", traceCarriers{meta: true, header: true}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"sse", traceCarriers{meta: true, header: true}, true, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			p := plugintest.NewScripted("tracer", cpex.ToolPreInvoke)
 			ps := pluginserver.New(p)
 			var headers postHeaders
@@ -119,7 +121,7 @@ func traceServers() []traceServer {
 				return out
 			}
 		}},
-		{"stdio", traceCarriers{meta: true}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"stdio", traceCarriers{meta: true}, false, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			file := filepath.Join(t.TempDir(), "traces")
 			pl, _ := newStdioRig(t, "tracer", map[string]string{stdioTracesEnv: file})
 			return pl, func() []receivedTrace {
@@ -134,7 +136,7 @@ func traceServers() []traceServer {
 				return out
 			}
 		}},
-		{"typescript-sdk", traceCarriers{meta: true, header: true}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"typescript-sdk", traceCarriers{meta: true, header: true}, false, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			srv := plugintest.StartNode(t, nodeplugin.Options{Policy: `{"plugins":[{"name":"tracer","hooks":["tool_pre_invoke"]}]}`})
 			return external("tracer", srv.URL()), func() []receivedTrace {
 				var out []receivedTrace
@@ -147,14 +149,14 @@ func traceServers() []traceServer {
 				return out
 			}
 		}},
-		{"grpc", traceCarriers{metadata: true}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"grpc", traceCarriers{metadata: true}, true, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			p := plugintest.NewScripted("tracer", cpex.ToolPreInvoke)
 			w := startWire(t, "grpc-tcp", p)
 			return w.plugin("tracer", 3), fromScripted(p)
 		}},
 		// cpex's Unix-socket frames hold the request message alone: no
 		// carrier for a trace context (see unixconn).
-		{"unix-socket", traceCarriers{}, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
+		{"unix-socket", traceCarriers{}, true, func(t *testing.T) (config.Plugin, func() []receivedTrace) {
 			p := plugintest.NewScripted("tracer", cpex.ToolPreInvoke)
 			w := startWire(t, "unix-socket", p)
 			return w.plugin("tracer", 3), fromScripted(p)
@@ -253,8 +255,14 @@ func TestTraceContextReachesPlugin(t *testing.T) {
 						t.Errorf("%s: %s carried %+v, want %+v", call.name, c.carrier, c.got, w)
 					}
 				}
-				if !last.parent.IsValid() {
-					continue // not a Go server, or nothing carried
+				if !srv.goHook {
+					continue
+				}
+				if call.traceID == "" || srv.carriers == (traceCarriers{}) {
+					if last.parent.IsValid() {
+						t.Errorf("%s: hook ran under %v, want no span context (none carried)", call.name, last.parent)
+					}
+					continue
 				}
 				if last.parent.TraceID().String() != call.traceID || last.parent.SpanID().String() != call.parentSpan || !last.parent.IsRemote() {
 					t.Errorf("%s: hook ran under %s/%s (remote %v), want remote parent %s/%s", call.name,
