@@ -2,7 +2,6 @@ package pluginserver
 
 import (
 	"context"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/propagation"
@@ -103,11 +102,25 @@ func mcpCallTrace(req *mcp.CallToolRequest) CallTrace {
 		ct.Meta.Traceparent, _ = m[traceparentKey].(string)
 		ct.Meta.Tracestate, _ = m[tracestateKey].(string)
 	}
-	if req.Extra != nil && req.Extra.Header != nil {
-		h := http.Header(req.Extra.Header)
-		ct.Header = TraceContext{Traceparent: h.Get(traceparentKey), Tracestate: h.Get(tracestateKey)}
+	if req.Extra != nil {
+		h := req.Extra.Header
+		ct.Header = TraceContext{Traceparent: first(h[traceparentHeader]), Tracestate: first(h[tracestateHeader])}
 	}
 	return ct
+}
+
+// The canonical header names: looked up directly, a call without them costs
+// no canonicalisation.
+const (
+	traceparentHeader = "Traceparent"
+	tracestateHeader  = "Tracestate"
+)
+
+func first(vs []string) string {
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
 }
 
 // grpcCallTrace reads the trace context of a gRPC call's metadata.
@@ -116,11 +129,5 @@ func grpcCallTrace(ctx context.Context) CallTrace {
 	if !ok {
 		return CallTrace{}
 	}
-	first := func(key string) string {
-		if vs := md.Get(key); len(vs) > 0 {
-			return vs[0]
-		}
-		return ""
-	}
-	return CallTrace{Metadata: TraceContext{Traceparent: first(traceparentKey), Tracestate: first(tracestateKey)}}
+	return CallTrace{Metadata: TraceContext{Traceparent: first(md.Get(traceparentKey)), Tracestate: first(md.Get(tracestateKey))}}
 }

@@ -2,8 +2,10 @@ package pluginserver
 
 import (
 	"context"
+	"net/http"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -45,5 +47,20 @@ func TestWithCallTrace(t *testing.T) {
 				t.Errorf("hook runs under %q %q, want %q %q", parent, sc.TraceState(), tt.wantParent, tt.wantState)
 			}
 		})
+	}
+}
+
+// A call that carries no trace context costs the server nothing.
+func TestNoCallTraceAllocatesNothing(t *testing.T) {
+	req := &mcp.CallToolRequest{Params: &mcp.CallToolParamsRaw{Name: "invoke_hook"},
+		Extra: &mcp.RequestExtra{Header: http.Header{"Content-Type": {"application/json"}}}}
+	ctx := context.Background()
+	n := testing.AllocsPerRun(100, func() {
+		if withCallTrace(ctx, mcpCallTrace(req)) != ctx {
+			t.Fatal("ctx changed without a trace context")
+		}
+	})
+	if n != 0 {
+		t.Errorf("%v allocations without a trace context, want 0", n)
 	}
 }
