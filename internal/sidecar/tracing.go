@@ -79,7 +79,9 @@ func (t *tracing) shutdown(ctx context.Context) error {
 // plugin (HTTP headers and _meta over MCP, metadata over gRPC), so a trace
 // goes on through a sidecar that exports nothing.
 func continueTrace(ctx context.Context, h http.Header) context.Context {
-	ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(h))
+	if len(h["Traceparent"]) > 0 { // the processor's canonical key; none: nothing to extract, nothing to pay
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(h))
+	}
 	return pluginclient.WithHeaders(ctx, h)
 }
 
