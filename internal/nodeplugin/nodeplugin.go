@@ -235,23 +235,58 @@ func (s *Server) Restart() error {
 // Stats returns what the current process counted (its /stats endpoint,
 // whose own connections are not counted).
 func (s *Server) Stats() (Stats, error) {
+	var st Stats
+	if err := s.get("/stats", &st); err != nil {
+		return Stats{}, fmt.Errorf("node stats: %w", err)
+	}
+	return st, nil
+}
+
+// TraceContext is a W3C trace context as one carrier brought it ("" when
+// absent).
+type TraceContext struct {
+	Traceparent string `json:"traceparent"`
+	Tracestate  string `json:"tracestate"`
+}
+
+// Trace is the trace context one invoke_hook call carried: in the MCP
+// request's params._meta (SEP-414) and in its HTTP headers.
+type Trace struct {
+	Plugin string       `json:"plugin_name"`
+	Hook   string       `json:"hook_type"`
+	Meta   TraceContext `json:"meta"`
+	Header TraceContext `json:"header"`
+}
+
+// Traces returns the trace context of each invoke_hook the current process
+// served (the last 1024), oldest first (its /traces endpoint).
+func (s *Server) Traces() ([]Trace, error) {
+	var tr []Trace
+	if err := s.get("/traces", &tr); err != nil {
+		return nil, fmt.Errorf("node traces: %w", err)
+	}
+	return tr, nil
+}
+
+// get decodes the JSON answer of a GET of path on the current process, on
+// a connection of its own (not one of those under test).
+func (s *Server) get(path string, v any) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr()+"/stats", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s.Addr()+path, nil)
 	if err != nil {
-		return Stats{}, err
+		return err
 	}
 	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return Stats{}, fmt.Errorf("node stats: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
-	var st Stats
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
-		return Stats{}, fmt.Errorf("node stats: %w", err)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", path, resp.Status)
 	}
-	return st, nil
+	return json.NewDecoder(resp.Body).Decode(v)
 }
 
 // Totals returns the counts over every process so far, the running one

@@ -61,3 +61,14 @@ func (n *NodeServer) Totals() nodeplugin.Stats {
 	}
 	return st
 }
+
+// Traces returns the trace context each invoke_hook carried to the current
+// process, oldest first; a failure fails t.
+func (n *NodeServer) Traces() []nodeplugin.Trace {
+	n.t.Helper()
+	tr, err := n.Server.Traces()
+	if err != nil {
+		n.t.Fatalf("plugintest: %v", err)
+	}
+	return tr
+}

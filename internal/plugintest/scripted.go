@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sync"
 
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
@@ -15,6 +18,36 @@ type Call struct {
 	Hook    cpex.HookType
 	Payload json.RawMessage
 	Context *cpex.PluginContext // as received, before the script ran
+	// Trace is the trace context the call carried, per carrier (_meta,
+	// HTTP header, gRPC metadata), as the server received it.
+	Trace pluginserver.CallTrace
+	// Parent is the span context the hook ran under: the remote parent
+	// the server took from Trace.
+	Parent trace.SpanContext
+}
+
+// TraceIDs returns the trace id of each carrier's traceparent ("" when it
+// carried none or an invalid one), and of Parent.
+func (c Call) TraceIDs() (meta, header, metadata, parent string) {
+	return traceID(c.Trace.Meta.Traceparent), traceID(c.Trace.Header.Traceparent),
+		traceID(c.Trace.Metadata.Traceparent), spanTraceID(c.Parent)
+}
+
+// traceID returns the trace id of a W3C traceparent, or "" if it is not
+// a valid one.
+func traceID(traceparent string) string {
+	if traceparent == "" {
+		return ""
+	}
+	ctx := propagation.TraceContext{}.Extract(context.Background(), propagation.MapCarrier{"traceparent": traceparent})
+	return spanTraceID(trace.SpanContextFromContext(ctx))
+}
+
+func spanTraceID(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }
 
 // Scripted is a [pluginserver.Plugin] whose behaviour a test sets (and may
@@ -93,7 +126,8 @@ func (p *Scripted) Config() map[string]any {
 // and runs the current script.
 func (p *Scripted) InvokeHook(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	p.mu.Lock()
-	p.calls = append(p.calls, Call{Hook: hook, Payload: slices.Clone(payload), Context: cloneContext(pctx)})
+	p.calls = append(p.calls, Call{Hook: hook, Payload: slices.Clone(payload), Context: cloneContext(pctx),
+		Trace: pluginserver.CallTraceFrom(ctx), Parent: trace.SpanContextFromContext(ctx)})
 	fn := p.fn
 	p.mu.Unlock()
 	if fn == nil {

@@ -193,12 +193,10 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 	if srv.adminLis, err = net.Listen("tcp", s.opts.AdminAddr); err != nil {
 		return nil, fmt.Errorf("listen admin %s: %w", s.opts.AdminAddr, err)
 	}
-	withHeaders := pluginclient.WithHeaders
 	if s.opts.OTLPEndpoint != "" {
 		if s.tracing, err = newTracing(ctx, s.opts.OTLPEndpoint, s.opts.OTLPInsecure); err != nil {
 			return nil, err
 		}
-		withHeaders = s.tracing.withHeaders
 	}
 	if srv.attr, err = newAttributionStore(&s.opts.Config.Extproc.Attribution, s.opts.Config.Extproc.ToolPinning.TTL, s.metrics, s.log.With().Str("component", "attribution").Logger()); err != nil {
 		return nil, err
@@ -217,8 +215,8 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		Snapshot: func() *processor.Snapshot { return s.current.Load().snap },
 		Observer: s.metrics,
 		// The request's trace context and x-request-id follow each tool
-		// call into its plugins.
-		WithHeaders: withHeaders,
+		// call into its plugins, with or without an exporter.
+		WithHeaders: continueTrace,
 		LogBodies:   s.opts.LogBodies,
 		// One memory of forwarded requests and tasks for the sidecar's
 		// life: a reload must not forget what was forwarded before it.

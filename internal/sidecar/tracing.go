@@ -39,7 +39,6 @@ const (
 type tracing struct {
 	provider *sdktrace.TracerProvider
 	tracer   trace.Tracer
-	prop     propagation.TraceContext
 }
 
 // newTracing starts the exporter and the batching tracer provider. The
@@ -71,17 +70,18 @@ func (t *tracing) shutdown(ctx context.Context) error {
 	return nil
 }
 
-// tracedHeadersKey is the context key of the headers the processor attaches
-// to plugin calls.
-type tracedHeadersKey struct{}
-
-// withHeaders is the processor's WithHeaders when tracing is on: besides
-// attaching h to plugin calls (pluginclient.WithHeaders), it makes the
-// request's W3C trace context the parent of the invocation spans and keeps
-// h so that each plugin call can carry its own span's traceparent.
-func (t *tracing) withHeaders(ctx context.Context, h http.Header) context.Context {
-	ctx = t.prop.Extract(ctx, propagation.HeaderCarrier(h))
-	ctx = context.WithValue(ctx, tracedHeadersKey{}, h)
+// continueTrace is the processor's WithHeaders, whether tracing is on or
+// not: it makes the request's W3C trace context (its traceparent and
+// tracestate, which the processor validated and put in h) the remote parent
+// in ctx, and attaches h to plugin calls (pluginclient.WithHeaders). The
+// plugin client sends the trace context of the span current at each call —
+// the invocation span when tracing is on, else the request's own — to every
+// plugin (HTTP headers and _meta over MCP, metadata over gRPC), so a trace
+// goes on through a sidecar that exports nothing.
+func continueTrace(ctx context.Context, h http.Header) context.Context {
+	if len(h["Traceparent"]) > 0 { // the processor's canonical key; none: nothing to extract, nothing to pay
+		ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(h))
+	}
 	return pluginclient.WithHeaders(ctx, h)
 }
 
@@ -93,25 +93,12 @@ type tracedPlugins struct {
 }
 
 // Invoke implements executor.Plugins: it runs the invocation in a client
-// span whose traceparent the plugin's HTTP request carries, so that the
-// plugin's own spans nest under it.
+// span, which the plugin client makes the parent the plugin call carries
+// (traceparent), so that the plugin's own spans nest under it.
 func (p *tracedPlugins) Invoke(ctx context.Context, plugin string, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	ctx, span := p.t.tracer.Start(ctx, InvokeSpanName, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String(AttrPlugin, plugin), attribute.String(AttrHookType, string(hook))))
 	defer span.End()
-	if span.SpanContext().IsValid() {
-		// Only traceparent changes; x-request-id and tracestate go on as
-		// the request sent them.
-		child := propagation.HeaderCarrier{}
-		p.t.prop.Inject(ctx, child)
-		h, _ := ctx.Value(tracedHeadersKey{}).(http.Header)
-		h = h.Clone()
-		if h == nil {
-			h = http.Header{}
-		}
-		h.Set("Traceparent", http.Header(child).Get("Traceparent"))
-		ctx = pluginclient.WithHeaders(ctx, h)
-	}
 	reply, err := p.pluginSet.Invoke(ctx, plugin, hook, payload, pctx)
 	span.SetAttributes(attribute.String(AttrOutcome, p.outcome(plugin, reply, err)))
 	switch {

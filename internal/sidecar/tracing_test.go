@@ -15,6 +15,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/nodeplugin"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -212,5 +213,78 @@ func TestOTLPSpanOutcomeFollowsMode(t *testing.T) {
 	}
 	if v := attr(spans[0].span.GetAttributes(), sidecar.AttrOutcome); v != "violation_not_enforced" {
 		t.Errorf("span outcome %q, want violation_not_enforced (the metric's label)", v)
+	}
+}
+
+// TestClientTraceReachesPluginServers: a client's traceparent on the MCP
+// request continues into the Go and the TypeScript plugin servers, in
+// params._meta and in the HTTP traceparent header, with the client's trace
+// id. With an exporter the parent each plugin sees is its own invocation
+// span; without one it is the client's span itself (the trace goes on
+// through a sidecar that exports nothing). The Go server runs the hook under
+// that parent.
+func TestClientTraceReachesPluginServers(t *testing.T) {
+	const (
+		traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+		spanID  = "00f067aa0ba902b7"
+	)
+	for _, exporter := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exporter=%v", exporter), func(t *testing.T) {
+			goPlugin := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+			goSrv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, goPlugin)
+			tsSrv := plugintest.StartNode(t, nodeplugin.Options{Policy: `{"plugins":[{"name":"TSGuard","hooks":["tool_pre_invoke"]}]}`})
+			var col *collector
+			sc := startSidecar(t, writeConfig(t, configYAML(pluginEntry("Guard", goSrv.URL(), "fail", ""), pluginEntry("TSGuard", tsSrv.URL(), "fail", ""))), func(o *sidecar.Options) {
+				if exporter {
+					col = startCollector(t)
+					o.OTLPEndpoint = col.addr
+					o.OTLPInsecure = true
+				}
+			})
+			sc.waitReady("Guard", "TSGuard")
+
+			req := mcpPost(toolCall("safe", nil))
+			req.Headers.Set("Traceparent", fmt.Sprintf("00-%s-%s-01", traceID, spanID))
+			req.Headers.Set("Tracestate", "vendor=opaque")
+			if res := sc.exchange(req, upstream(nil, nil, nil)); res.Status != http.StatusOK || res.UpstreamRequest == nil {
+				t.Fatalf("status %d, upstream reached %v", res.Status, res.UpstreamRequest != nil)
+			}
+			calls, traces := goPlugin.Calls(), tsSrv.Traces()
+			if len(calls) != 1 || len(traces) != 1 {
+				t.Fatalf("Go plugin saw %d calls, TypeScript plugin %d; want 1 each", len(calls), len(traces))
+			}
+			if err := sc.stop(); err != nil { // flushes the spans
+				t.Fatalf("Run: %v", err)
+			}
+			// The parent each plugin must see: the client's span, or the
+			// plugin's invocation span.
+			parent := map[string]string{"Guard": spanID, "TSGuard": spanID}
+			if exporter {
+				spans := col.received()
+				if len(spans) != 2 {
+					t.Fatalf("collector received %d spans, want 2", len(spans))
+				}
+				for _, sp := range spans {
+					parent[attr(sp.span.GetAttributes(), sidecar.AttrPlugin)] = hex.EncodeToString(sp.span.GetSpanId())
+				}
+			}
+			want := func(plugin string) string { return fmt.Sprintf("00-%s-%s-01", traceID, parent[plugin]) }
+			for _, got := range []struct {
+				server, carrier, plugin, traceparent, tracestate string
+			}{
+				{"Go", "_meta", "Guard", calls[0].Trace.Meta.Traceparent, calls[0].Trace.Meta.Tracestate},
+				{"Go", "header", "Guard", calls[0].Trace.Header.Traceparent, calls[0].Trace.Header.Tracestate},
+				{"TypeScript", "_meta", "TSGuard", traces[0].Meta.Traceparent, traces[0].Meta.Tracestate},
+				{"TypeScript", "header", "TSGuard", traces[0].Header.Traceparent, traces[0].Header.Tracestate},
+			} {
+				if got.traceparent != want(got.plugin) || got.tracestate != "vendor=opaque" {
+					t.Errorf("%s server, %s: traceparent %q tracestate %q; want %q, vendor=opaque",
+						got.server, got.carrier, got.traceparent, got.tracestate, want(got.plugin))
+				}
+			}
+			if p := calls[0].Parent; p.TraceID().String() != traceID || p.SpanID().String() != parent["Guard"] {
+				t.Errorf("Go hook ran under %s/%s, want %s/%s", p.TraceID(), p.SpanID(), traceID, parent["Guard"])
+			}
+		})
 	}
 }

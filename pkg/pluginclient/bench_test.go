@@ -4,13 +4,15 @@ import (
 	"context"
 	"testing"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
 
-func benchmarkInvoke(b *testing.B, jsonResponse bool) {
+func benchmarkInvoke(b *testing.B, jsonResponse bool, ctx context.Context) {
 	plug := plugintest.NewScripted("guard")
 	srv := plugintest.StartPlugins(b, plugintest.GoSDK, &pluginserver.Options{JSONResponse: jsonResponse}, plug)
 	pool, err := NewPool([]config.Plugin{external("guard", srv.URL())}, config.PluginSettings{}, Options{HealthCheckInterval: -1})
@@ -19,7 +21,6 @@ func benchmarkInvoke(b *testing.B, jsonResponse bool) {
 	}
 	pool.Start(context.Background())
 	defer pool.Close(context.Background())
-	ctx := context.Background()
 	pctx := testContext("bench")
 	b.SetParallelism(25)
 	b.ResetTimer()
@@ -33,5 +34,14 @@ func benchmarkInvoke(b *testing.B, jsonResponse bool) {
 	})
 }
 
-func BenchmarkInvokeSSE(b *testing.B)  { benchmarkInvoke(b, false) }
-func BenchmarkInvokeJSON(b *testing.B) { benchmarkInvoke(b, true) }
+func BenchmarkInvokeSSE(b *testing.B)  { benchmarkInvoke(b, false, context.Background()) }
+func BenchmarkInvokeJSON(b *testing.B) { benchmarkInvoke(b, true, context.Background()) }
+
+// BenchmarkInvokeJSONTraced is BenchmarkInvokeJSON under a remote parent
+// span context: the cost of carrying the trace context (headers, _meta).
+func BenchmarkInvokeJSONTraced(b *testing.B) {
+	tid, _ := trace.TraceIDFromHex("4bf92f3577b34da6a3ce929d0e0e4736")
+	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
+	benchmarkInvoke(b, true, trace.ContextWithRemoteSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})))
+}

@@ -57,11 +57,17 @@ type Conn = wireconn.Conn
 type Dialer func(ctx context.Context) (Conn, error)
 
 // WithHeaders returns a copy of ctx whose plugin calls carry h as extra
-// headers (for example the request's W3C traceparent or x-request-id): HTTP
-// headers on MCP, except the ones the MCP transport owns (Content-Type,
-// Accept, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID) and
-// hop-by-hop headers; metadata on gRPC. h must not be modified after the
-// call.
+// headers (for example the request's x-request-id): HTTP headers on MCP,
+// except the ones the MCP transport owns (Content-Type, Accept,
+// Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-ID) and hop-by-hop
+// headers; metadata on gRPC. h must not be modified after the call.
+//
+// The trace context is not taken from h but from ctx's span context
+// (OpenTelemetry; a remote parent is enough, no tracer provider needed):
+// when ctx carries a valid one, its traceparent and tracestate replace h's
+// and also go in the invoke_hook request's params._meta on every MCP
+// transport (SEP-414), and in gRPC metadata. Unix-socket calls carry none.
+// See docs/tracing.md.
 func WithHeaders(ctx context.Context, h http.Header) context.Context {
 	return wireconn.WithHeaders(ctx, h)
 }

@@ -35,6 +35,9 @@ const (
 	stdioCountEnv = "PLUGINCLIENT_STDIO_COUNT" // file the child appends one line per fault attempt to
 	stdioGrandEnv = "PLUGINCLIENT_STDIO_GRANDCHILD"
 	stdioStubEnv  = "PLUGINCLIENT_STDIO_STUBBORN" // ignore SIGTERM and stdin's end
+	// stdioTracesEnv names the file plugin "tracer" appends the trace
+	// context of each call to (pluginserver.CallTrace as JSON, a line each).
+	stdioTracesEnv = "PLUGINCLIENT_STDIO_TRACES"
 )
 
 func TestMain(m *testing.M) {
@@ -73,7 +76,16 @@ func stdioChild() int {
 			}
 			return pluginserver.Continue("faulty"), nil
 		})
-	srv := pluginserver.New(guard, faulty)
+	tracer := pluginserver.Func(pluginserver.Config{Name: "tracer", Hooks: []cpex.HookType{cpex.ToolPreInvoke}},
+		func(ctx context.Context, _ cpex.HookType, _ json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+			b, err := json.Marshal(pluginserver.CallTraceFrom(ctx))
+			if err != nil {
+				return nil, err
+			}
+			appendLine(os.Getenv(stdioTracesEnv), string(b))
+			return pluginserver.Continue("tracer"), nil
+		})
+	srv := pluginserver.New(guard, faulty, tracer)
 	if err := srv.Serve(context.Background(), &mcp.StdioTransport{}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -78,8 +78,8 @@ func wireFor(pl config.Plugin, sessions int) (w wireTransport, ok bool, err erro
 }
 
 // wireConn adapts a protobuf transport's connection to this package's
-// errors, and passes the caller's headers (WithHeaders: traceparent,
-// x-request-id) as gRPC metadata.
+// errors, and passes the caller's headers (WithHeaders: x-request-id) as
+// gRPC metadata.
 type wireConn struct{ c wireconn.Conn }
 
 // PluginConfig implements [Conn].
@@ -124,9 +124,9 @@ var reservedMetadata = map[string]bool{
 }
 
 // withMetadata returns ctx with the headers of WithHeaders as outgoing gRPC
-// metadata (lower-case keys), so a plugin's traces nest under the call's
-// span whatever the transport. The Unix-socket transport has no place for
-// them and ignores it.
+// metadata (lower-case keys). grpcconn then sets traceparent and tracestate
+// from ctx's span context, so a plugin's traces nest under the call's span.
+// The Unix-socket transport has no place for metadata and ignores it.
 func withMetadata(ctx context.Context) context.Context {
 	h := wireconn.Headers(ctx)
 	if len(h) == 0 {

@@ -38,7 +38,7 @@ func (g grpcPlugins) GetPluginConfigs(context.Context, *cpexpb.GetPluginConfigsR
 }
 
 func (g grpcPlugins) InvokeHook(ctx context.Context, req *cpexpb.InvokeHookRequest) (*cpexpb.InvokeHookResponse, error) {
-	resp := g.s.pbInvoke(ctx, req)
+	resp := g.s.pbInvoke(withCallTrace(ctx, grpcCallTrace(ctx)), req)
 	if err := ctx.Err(); err != nil {
 		// The call's deadline (carried by gRPC) passed or the client went
 		// away while the hook ran: say so in gRPC terms, not as a plugin

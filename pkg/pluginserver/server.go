@@ -25,6 +25,16 @@
 // way (GET and DELETE answer 405). Plugins must then keep no per-session
 // state, which the cpex protocol never needs.
 //
+// # Trace context
+//
+// An invoke_hook's W3C trace context is read from each carrier its
+// transport has — the MCP request's params._meta (SEP-414), the HTTP
+// headers (Streamable HTTP), gRPC metadata; the Unix socket has none — and
+// is given to the hook's ctx: [CallTraceFrom] says what each carrier
+// brought, and the first valid one (_meta, then metadata, then header) is
+// the remote parent span context unless a span is already current, so a
+// plugin's own spans join the caller's trace.
+//
 // A plugin that panics or fails produces an error reply
 // ({"plugin_name", "error": {...}}), never a crash or a JSON-RPC error.
 package pluginserver
@@ -292,7 +302,7 @@ func (ep *endpoint) invokeHook(ctx context.Context, req *mcp.CallToolRequest) (*
 	defer cancel()
 	stop := context.AfterFunc(ep.ctx, cancel)
 	defer stop()
-	return ep.textResult(ep.srv.Invoke(ctx, req.Params.Arguments))
+	return ep.textResult(ep.srv.Invoke(withCallTrace(ctx, mcpCallTrace(req)), req.Params.Arguments))
 }
 
 // Invoke runs the invoke_hook tool on its raw JSON arguments and returns the

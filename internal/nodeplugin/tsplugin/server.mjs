@@ -15,8 +15,12 @@
 //                 (StdioServerTransport, the sidecar's mcp.proto STDIO)
 //                 instead of HTTP; the process exits when stdin ends
 //
-// Over HTTP it prints one line "listening PORT" once it serves, and answers
-// GET /stats with {initializes, invokes, connections, sessions}.
+// Over HTTP it prints one line "listening PORT" once it serves, answers
+// GET /stats with {initializes, invokes, connections, sessions}, and GET
+// /traces with the trace context each invoke_hook carried, oldest first (the
+// last 1024): [{plugin_name, hook_type, meta: {traceparent, tracestate},
+// header: {traceparent, tracestate}}], meta from the request's
+// params._meta (SEP-414), header from its HTTP headers ("" when absent).
 import { randomUUID } from "node:crypto";
 import express from "express";
 import { z } from "zod";
@@ -28,6 +32,23 @@ import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 const policy = JSON.parse(process.env.POLICY ?? '{"plugins":[{"name":"TSGuard"}]}');
 const plugins = new Map(policy.plugins.map((p) => [p.name, compile(p)]));
 const stats = { initializes: 0, invokes: 0, connections: 0 };
+const traces = [];
+const maxTraces = 1024;
+
+// recordTrace remembers the trace context one invoke_hook carried: in its
+// _meta and in the HTTP request's headers (Node lower-cases their names).
+function recordTrace(plugin_name, hook_type, extra) {
+  const meta = extra?._meta ?? {};
+  const headers = extra?.requestInfo?.headers ?? {};
+  const str = (v) => (Array.isArray(v) ? v[0] : v) ?? "";
+  if (traces.length === maxTraces) traces.shift();
+  traces.push({
+    plugin_name,
+    hook_type,
+    meta: { traceparent: str(meta.traceparent), tracestate: str(meta.tracestate) },
+    header: { traceparent: str(headers.traceparent), tracestate: str(headers.tracestate) },
+  });
+}
 
 function compile(p) {
   return {
@@ -178,8 +199,9 @@ function newServer() {
         context: z.any().optional(),
       },
     },
-    async ({ hook_type, plugin_name, payload }) => {
+    async ({ hook_type, plugin_name, payload }, extra) => {
       stats.invokes++;
+      recordTrace(plugin_name, hook_type, extra);
       const plugin = plugins.get(plugin_name);
       if (!plugin) {
         return text({
@@ -216,6 +238,14 @@ function serveHTTP() {
       stats.connections--;
     }
     res.json({ ...stats, sessions: Object.keys(transports).length });
+  });
+
+  app.get("/traces", (req, res) => {
+    if (!req.socket.statsOnly) {
+      req.socket.statsOnly = true;
+      stats.connections--;
+    }
+    res.json(traces);
   });
 
   app.post("/mcp", async (req, res) => {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -128,9 +129,11 @@ func (c *Conn) PluginConfig(ctx context.Context, name string) (json.RawMessage, 
 	})
 }
 
-// InvokeHook implements [wireconn.Conn.InvokeHook].
+// InvokeHook implements [wireconn.Conn.InvokeHook]. The call carries the
+// trace context of ctx's span context as the W3C metadata traceparent and
+// tracestate (withTraceMetadata).
 func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	return wireconn.InvokeHook(ctx, hook, plugin, payload, pctx, func(ctx context.Context, req *cpexpb.InvokeHookRequest) (resp *cpexpb.InvokeHookResponse, err error) {
+	return wireconn.InvokeHook(withTraceMetadata(ctx), hook, plugin, payload, pctx, func(ctx context.Context, req *cpexpb.InvokeHookRequest) (resp *cpexpb.InvokeHookResponse, err error) {
 		err = c.call(ctx, "InvokeHook", func(ctx context.Context, o ...grpc.CallOption) (err error) {
 			resp, err = c.plugins.InvokeHook(ctx, req, o...)
 			return err
@@ -164,6 +167,29 @@ func (c *Conn) Health(ctx context.Context) error {
 		return fmt.Errorf("plugin server health: %s", s)
 	}
 	return nil
+}
+
+// withTraceMetadata returns ctx whose outgoing metadata carries the trace
+// context of ctx's span context (wireconn.TraceContext) under the W3C keys
+// traceparent and tracestate, replacing whatever traceparent and tracestate
+// the metadata had (a caller's headers): the span current when the plugin
+// is called is the parent. Without a valid span context it returns ctx,
+// allocating nothing.
+func withTraceMetadata(ctx context.Context) context.Context {
+	parent, state := wireconn.TraceContext(ctx)
+	if parent == "" {
+		return ctx
+	}
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	if md == nil {
+		md = make(metadata.MD, 2)
+	}
+	md.Set(wireconn.TraceparentKey, parent)
+	md.Delete(wireconn.TracestateKey)
+	if state != "" {
+		md.Set(wireconn.TracestateKey, state)
+	}
+	return metadata.NewOutgoingContext(ctx, md)
 }
 
 // Close implements [wireconn.Conn.Close].

@@ -45,6 +45,15 @@
 // failed call: handed over as a response, a non-2xx without a JSON-RPC body
 // would break the whole connection (every later call failing).
 //
+// # Trace context
+//
+// An invoke_hook call made under a ctx with a valid OpenTelemetry span
+// context carries its W3C traceparent and tracestate in params._meta
+// (SEP-414) on every transport here (Streamable HTTP, stateless 2026-07-28,
+// legacy SSE, STDIO), and over HTTP also as the traceparent and tracestate
+// headers, replacing those of wireconn.WithHeaders. Without one nothing is
+// added and nothing allocated.
+//
 // Health (an MCP ping) is the probe of whether a session lives: a ping that
 // gets no answer wraps ErrConnLost. A session the server said is gone is
 // closed without a DELETE; a live one gets a DELETE bounded by a second.

@@ -177,19 +177,37 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // withCallerHeaders returns out with the caller's headers
-// (wireconn.WithHeaders on callerCtx) set, except the protected ones.
+// (wireconn.WithHeaders on callerCtx) set, except the protected ones, and
+// with the trace context of callerCtx's span context (wireconn.TraceContext)
+// as its traceparent and tracestate: the span current when the plugin is
+// called is the parent, whatever traceparent the caller's headers hold.
+// Without headers or a span context it returns out as is, allocating
+// nothing.
 func withCallerHeaders(out *http.Request, callerCtx context.Context) *http.Request {
 	h := wireconn.Headers(callerCtx)
-	if len(h) == 0 {
+	parent, state := wireconn.TraceContext(callerCtx)
+	if len(h) == 0 && parent == "" {
 		return out
 	}
 	out.Header = out.Header.Clone()
+	if out.Header == nil {
+		out.Header = make(http.Header, len(h)+2)
+	}
 	for k, vs := range h {
 		ck := http.CanonicalHeaderKey(k)
 		if protectedHeaders[ck] || len(vs) == 0 {
 			continue
 		}
 		out.Header[ck] = append([]string(nil), vs...)
+	}
+	if parent != "" {
+		out.Header.Set(wireconn.TraceparentKey, parent)
+		// A tracestate belongs to its traceparent: the caller's goes
+		// with the caller's.
+		out.Header.Del(wireconn.TracestateKey)
+		if state != "" {
+			out.Header.Set(wireconn.TracestateKey, state)
+		}
 	}
 	return out
 }

@@ -287,3 +287,18 @@ func TestSessionGoneNamesItsConnection(t *testing.T) {
 		}
 	}
 }
+
+// A call without a trace context or caller headers pays nothing for the
+// propagation: no _meta, the request untouched.
+func TestNoTraceAllocatesNothing(t *testing.T) {
+	ctx := context.WithValue(context.Background(), exchangeKey{}, &exchange{})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/mcp", nil)
+	n := testing.AllocsPerRun(100, func() {
+		if traceMeta(ctx) != nil || withCallerHeaders(req, ctx) != req {
+			t.Fatal("something added without a trace context")
+		}
+	})
+	if n != 0 {
+		t.Errorf("%v allocations without a trace context, want 0", n)
+	}
+}

@@ -95,7 +95,7 @@ func (s *Session) PluginConfig(ctx context.Context, name string) (json.RawMessag
 // answer's.
 func (s *Session) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	ctx, ex := withExchange(ctx)
-	res, err := s.cs.CallTool(ctx, invokeParams(hook, plugin, payload, pctx))
+	res, err := s.cs.CallTool(ctx, invokeParams(ctx, hook, plugin, payload, pctx))
 	if err != nil {
 		return nil, s.classify(ctx, err, ex)
 	}
@@ -172,9 +172,11 @@ func (s *Session) lossCause(err error) error {
 	return err
 }
 
-// invokeParams are the tools/call params of invoke_hook.
-func invokeParams(hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) *mcp.CallToolParams {
+// invokeParams are the tools/call params of invoke_hook, carrying ctx's
+// trace context in _meta (traceMeta).
+func invokeParams(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) *mcp.CallToolParams {
 	return &mcp.CallToolParams{
+		Meta: traceMeta(ctx),
 		Name: cpex.ToolInvokeHook,
 		Arguments: cpex.InvokeHookArgs{
 			HookType:   hook,
@@ -183,4 +185,23 @@ func invokeParams(hook cpex.HookType, plugin string, payload json.RawMessage, pc
 			Context:    pctx,
 		},
 	}
+}
+
+// traceMeta returns the _meta of a request made under ctx: the W3C trace
+// context of ctx's span context under the keys SEP-414 reserves
+// (traceparent, and tracestate when not empty), the same on every MCP
+// transport (Streamable HTTP, stateless, legacy SSE, STDIO). Nil when ctx
+// carries no valid span context, without allocating. The go-sdk adds its
+// own keys (2026-07-28's protocolVersion) to the map, so each call gets
+// its own.
+func traceMeta(ctx context.Context) mcp.Meta {
+	parent, state := wireconn.TraceContext(ctx)
+	if parent == "" {
+		return nil
+	}
+	m := mcp.Meta{wireconn.TraceparentKey: parent}
+	if state != "" {
+		m[wireconn.TracestateKey] = state
+	}
+	return m
 }

@@ -92,8 +92,12 @@ func (rt *sseRT) goneErr() error {
 	return rt.gone
 }
 
-// RoundTrip implements http.RoundTripper.
+// RoundTrip implements http.RoundTripper. A POST carries the caller's
+// headers and trace context as over Streamable HTTP (withCallerHeaders).
 func (rt *sseRT) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPost {
+		req = withCallerHeaders(req.WithContext(req.Context()), req.Context()) // a copy: the caller's request stays as it is
+	}
 	resp, err := rt.base.RoundTrip(req)
 	if err != nil || req.Method != http.MethodPost || resp.StatusCode/100 == 2 {
 		return resp, err

@@ -59,7 +59,7 @@ func (s *Stream) PluginConfig(ctx context.Context, name string) (json.RawMessage
 // InvokeHook implements [wireconn.Conn] with the invoke_hook tool: one
 // call, never retried here.
 func (s *Stream) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	res, err := s.cs.CallTool(ctx, invokeParams(hook, plugin, payload, pctx))
+	res, err := s.cs.CallTool(ctx, invokeParams(ctx, hook, plugin, payload, pctx))
 	if err != nil {
 		return nil, s.classify(ctx, err)
 	}

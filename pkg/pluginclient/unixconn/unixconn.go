@@ -12,6 +12,16 @@
 // [wireconn.ErrConnLost]. Nothing is retried here. A call that waits
 // longer than the read timeout or its context fails with a context error;
 // its connection is closed (a late reply would answer the next request).
+//
+// # No trace context
+//
+// A call carries no trace context (traceparent, tracestate) and no caller
+// headers: a frame holds the InvokeHookRequest message alone, and cpex's
+// protocol (the same messages as gRPC, without gRPC's metadata) has no field
+// for them. Adding one would change cpex's wire contract, which this client
+// does not own. What reaches a Unix-socket plugin is what is in the request
+// message: the processor's global_context.metadata, which holds the
+// request's own traceparent (not the invocation span's).
 package unixconn
 
 import (

@@ -25,8 +25,9 @@ type headersKey struct{}
 
 // WithHeaders returns a copy of ctx whose plugin calls carry h as extra
 // headers (HTTP headers on MCP, metadata on gRPC): for example the request's
-// W3C traceparent or x-request-id. Each transport keeps the headers it owns
-// out of reach. h must not be modified after the call.
+// x-request-id. Each transport keeps the headers it owns out of reach, and
+// sets traceparent and tracestate from ctx's span context when it has a
+// valid one ([TraceContext]). h must not be modified after the call.
 func WithHeaders(ctx context.Context, h http.Header) context.Context {
 	return context.WithValue(ctx, headersKey{}, h)
 }
