@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 )
 
 // clock is a settable clock for the memo's life.
@@ -364,13 +366,96 @@ func TestCheckConcurrent(t *testing.T) {
 	}
 }
 
+// TestCheckResult: CheckResult finds what Check finds in the items of a
+// result, first seen or remembered, for each kind; a result of another
+// shape, or of a list not pinned, is not checked.
+func TestCheckResult(t *testing.T) {
+	ctx := context.Background()
+	c := newClock()
+	for _, tc := range []struct {
+		method string
+		v1, v2 [][]byte
+		want   map[int][]string // v2's changes
+		called string           // a definition v2 changed
+	}{
+		{"tools/list", toolList(t, 4, ""), append(toolList(t, 3, ""), toolList(t, 4, " Changed.")[3], []byte(`{"name":2}`)),
+			map[int][]string{3: {"description"}, 4: {unreadable}}, "tool_3"},
+		{"prompts/list", [][]byte{[]byte(`{"name":"p","arguments":[{"name":"a"}]}`)}, [][]byte{[]byte(`{"name":"p","arguments":[{"name":"b"}]}`)},
+			map[int][]string{0: {"arguments"}}, "p"},
+		{"resources/templates/list", [][]byte{[]byte(`{"uriTemplate":"file:///{p}","name":"f"}`)}, [][]byte{[]byte(`{"uriTemplate":"file:///{p}","name":"g"}`)},
+			map[int][]string{0: {"name"}}, "file:///{p}"},
+	} {
+		store := NewMemory(0, 0, c.now)
+		byResult := newPinner(t, Record, Hide, nil, store, c)
+		byItems := newPinner(t, Record, Hide, nil, NewMemory(0, 0, c.now), c)
+		kind, _ := KindOfList(tc.method)
+		for n, items := range [][][]byte{tc.v1, tc.v2, tc.v2, tc.v1, tc.v2} {
+			l, result := resultOf(t, tc.method, items)
+			got, err := byResult.CheckResult(ctx, "s", l, result)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, _ := byItems.Check(ctx, "s", kind, items)
+			if len(got) != len(want) {
+				t.Fatalf("%s list %d: CheckResult %v, Check %v", tc.method, n, got, want)
+			}
+			for i, c := range want {
+				if got[i].Name != c.Name || !slices.Equal(got[i].Members, c.Members) {
+					t.Errorf("%s list %d item %d: CheckResult %v, Check %v", tc.method, n, i, got[i], c)
+				}
+			}
+			if n%3 == 1 {
+				for i, members := range tc.want {
+					if !slices.Equal(got[i].Members, members) {
+						t.Errorf("%s list %d item %d: %v, want %v", tc.method, n, i, got[i].Members, members)
+					}
+				}
+			}
+		}
+		if cur, prev, _ := byResult.lists.sizes(); cur+prev != 2 {
+			t.Errorf("%s: %d+%d results remembered, want the 2 seen", tc.method, cur, prev)
+		}
+		// The last list shown was v2: its changed call is refused.
+		if cc, _ := byResult.CallChange(ctx, "s", kind, tc.called); cc == nil {
+			t.Errorf("%s: call of %s after the changed list let through", tc.method, tc.called)
+		}
+	}
+	// One result's bytes read as two lists: each its own items.
+	tools, _ := mcplist.ByMethod("tools/list")
+	prompts, _ := mcplist.ByMethod("prompts/list")
+	both := []byte(`{"tools":[{"name":"t"}],"prompts":[{"name":"p"}]}`)
+	snap := &Snapshot{}
+	_, fp := mustOf(t, Tool, `{"name":"t"}`)
+	snap.Add(Tool, "t", fp)
+	approved := newPinner(t, Approved, Hide, snap, NewMemory(0, 0, nil), nil)
+	for range 2 {
+		if ch, err := approved.CheckResult(ctx, "s", tools, both); err != nil || len(ch) != 0 {
+			t.Errorf("tools of a result that also has prompts: %v, %v", ch, err)
+		}
+		if ch, err := approved.CheckResult(ctx, "s", prompts, both); err != nil || len(ch) != 1 || ch[0].Kind != Prompt || ch[0].Name != "p" {
+			t.Errorf("prompts of a result that also has tools: %v, %v", ch, err)
+		}
+	}
+	p := newPinner(t, Record, Hide, nil, NewMemory(0, 0, nil), nil)
+	resources, _ := mcplist.ByMethod("resources/list")
+	for _, bad := range []struct {
+		l      *mcplist.List
+		result string
+	}{{tools, `[]`}, {tools, `{"tools":{}}`}, {tools, `{"tools":[`}, {resources, `{"resources":[{"name":"r","uri":"file:///r"}]}`}} {
+		if ch, err := p.CheckResult(ctx, "s", bad.l, []byte(bad.result)); ch != nil || err != nil {
+			t.Errorf("%s %s: %v, %v; want not checked", bad.l.Method, bad.result, ch, err)
+		}
+	}
+}
+
 // TestCheckAllocs is the allocation budget of checking a list seen before
-// (the steady state): what Check allocates per list, whatever its length.
-// One allocation per definition more fails; lower it when a change lowers
-// it.
+// (the steady state): what Check and CheckResult allocate per list,
+// whatever its length. One allocation per definition more fails; lower a
+// budget when a change lowers it.
 func TestCheckAllocs(t *testing.T) {
 	ctx := context.Background()
 	items := toolList(t, benchTools, "")
+	l, result := resultOf(t, "tools/list", items)
 	snap := &Snapshot{}
 	for _, item := range items {
 		name, fp, _ := Of(Tool, item)
@@ -379,25 +464,35 @@ func TestCheckAllocs(t *testing.T) {
 	for _, tc := range []struct {
 		mode   Mode
 		snap   *Snapshot
+		result bool
 		budget float64
 	}{
 		// The readable definitions and the names for Mark.
-		{Record, nil, 2},
-		{Approved, snap, 2},
+		{Record, nil, false, 2},
+		{Approved, snap, false, 2},
+		// The names for Mark: the definitions are remembered with the result.
+		{Record, nil, true, 1},
+		{Approved, snap, true, 1},
 	} {
 		p := newPinner(t, tc.mode, Alert, tc.snap, NewMemory(0, 0, nil), nil)
-		if ch, err := p.Check(ctx, "s", Tool, items); err != nil || len(ch) != 0 {
-			t.Fatalf("%s: %v %v", tc.mode, ch, err)
-		}
-		got := testing.AllocsPerRun(50, func() {
-			if _, err := p.Check(ctx, "s", Tool, items); err != nil {
-				t.Fatal(err)
+		run := func() {
+			var ch map[int]Change
+			var err error
+			if tc.result {
+				ch, err = p.CheckResult(ctx, "s", l, result)
+			} else {
+				ch, err = p.Check(ctx, "s", Tool, items)
 			}
-		})
+			if err != nil || len(ch) != 0 {
+				t.Fatalf("%s: %v %v", tc.mode, ch, err)
+			}
+		}
+		run()
+		got := testing.AllocsPerRun(50, run)
 		if got > tc.budget {
-			t.Errorf("%s: warm Check of %d tools: %.0f allocations, budget %.0f", tc.mode, benchTools, got, tc.budget)
+			t.Errorf("%s (CheckResult %v): warm check of %d tools: %.0f allocations, budget %.0f", tc.mode, tc.result, benchTools, got, tc.budget)
 		} else if got < tc.budget {
-			t.Logf("%s: %.0f allocations, under the budget %.0f: lower it", tc.mode, got, tc.budget)
+			t.Logf("%s (CheckResult %v): %.0f allocations, under the budget %.0f: lower it", tc.mode, tc.result, got, tc.budget)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 )
 
 // Mode is extproc.tool_pinning.mode.
@@ -46,9 +48,10 @@ type Pinner struct {
 	snapshot *Snapshot
 	store    Store
 
-	fps  *fpCache         // fingerprints by definition bytes
-	memo time.Duration    // how long a store's agreement is trusted; 0: not at all
-	now  func() time.Time // the clock of memo
+	fps   *fpCache         // fingerprints by definition bytes
+	lists *listCache       // resolved definitions by list result bytes
+	memo  time.Duration    // how long a store's agreement is trusted; 0: not at all
+	now   func() time.Time // the clock of memo
 }
 
 // ttlStore is implemented by the stores of this package: how long a pin
@@ -81,7 +84,8 @@ func New(mode Mode, onChange OnChange, snapshot *Snapshot, store Store) (*Pinner
 	if store == nil {
 		return nil, fmt.Errorf("tool pinning: no store")
 	}
-	p := &Pinner{mode: mode, onChange: onChange, snapshot: snapshot, store: store, fps: newFPCache(DefaultCacheBytes), now: time.Now}
+	p := &Pinner{mode: mode, onChange: onChange, snapshot: snapshot, store: store, now: time.Now,
+		fps: newFPCache(DefaultCacheBytes / 2), lists: newListCache(DefaultCacheBytes / 2)}
 	if s, ok := store.(ttlStore); ok {
 		p.memo = min(MaxPinMemo, s.pinTTL()/2)
 	}
@@ -99,6 +103,53 @@ const unreadable = "(unreadable)"
 // what record mode pins, notes the outcome for the calls that follow, and
 // returns the changes found, by item index.
 func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte) (map[int]Change, error) {
+	r := p.resolve(k, items)
+	return p.check(ctx, scope, &r)
+}
+
+// CheckResult is [Pinner.Check] of the items of result, the result of a
+// list l (a tools/list, prompts/list or resources/templates/list; another
+// list is not checked). A result seen before, byte for byte, is not read
+// again: its definitions are remembered (bounded by DefaultCacheBytes).
+// A result that is not a list of l's shape is not checked either (nil,
+// nil): l's own filter refuses it.
+func (p *Pinner) CheckResult(ctx context.Context, scope string, l *mcplist.List, result []byte) (map[int]Change, error) {
+	k, ok := KindOfList(l.Method)
+	if !ok {
+		return nil, nil
+	}
+	r, ok := p.lists.lookup(k, result)
+	if !ok {
+		var items [][]byte
+		if _, _, err := l.FilterItems(result, func(_ string, item []byte) bool {
+			items = append(items, item)
+			return false
+		}); err != nil {
+			return nil, nil
+		}
+		res := p.resolve(k, items)
+		r = &res
+		p.lists.store(result, r)
+	}
+	return p.check(ctx, scope, r)
+}
+
+// resolve returns the definitions of items, of kind k.
+func (p *Pinner) resolve(k Kind, items [][]byte) resolved {
+	r := resolved{kind: k, listed: make([]listedItem, 0, len(items))}
+	p.fps.each(k, items, func(i int, e *fpEntry, err error) {
+		if err != nil {
+			r.unreadable = append(r.unreadable, i)
+			return
+		}
+		r.listed = append(r.listed, listedItem{i: i, e: e})
+	})
+	return r
+}
+
+// check is Check of the resolved definitions of a list.
+func (p *Pinner) check(ctx context.Context, scope string, r *resolved) (map[int]Change, error) {
+	k := r.kind
 	var changes map[int]Change
 	add := func(i int, name string, members []string) {
 		if changes == nil {
@@ -106,17 +157,12 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 		}
 		changes[i] = Change{Kind: k, Name: name, Members: members}
 	}
-	listed := make([]listedItem, 0, len(items))
-	p.fps.each(k, items, func(i int, e *fpEntry, err error) {
-		if err != nil {
-			add(i, "", []string{unreadable})
-			return
-		}
-		listed = append(listed, listedItem{i: i, e: e})
-	})
+	for _, i := range r.unreadable {
+		add(i, "", []string{unreadable})
+	}
 	switch p.mode {
 	case Approved:
-		for _, l := range listed {
+		for _, l := range r.listed {
 			if l.e.approved.Load() {
 				continue
 			}
@@ -131,15 +177,15 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 			}
 		}
 	case Record:
-		if err := p.pin(ctx, scope, k, listed, add); err != nil {
+		if err := p.pin(ctx, scope, k, r.listed, add); err != nil {
 			return nil, err
 		}
 	}
 	// What the calls that follow see: the readable definitions, each
 	// changed or not (an unreadable one has no name to call it by).
-	seen := make([]string, len(listed))
+	seen := make([]string, len(r.listed))
 	var changed map[string][]string
-	for j, l := range listed {
+	for j, l := range r.listed {
 		seen[j] = l.e.name
 		if c, ok := changes[l.i]; ok {
 			if changed == nil {
@@ -152,12 +198,6 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 		return changes, err
 	}
 	return changes, nil
-}
-
-// listedItem is a readable definition of a list: its index and entry.
-type listedItem struct {
-	i int
-	e *fpEntry
 }
 
 // pin checks the listed definitions against the store's pins (pinning
