@@ -33,11 +33,12 @@ const (
 // use; the Store holds the state.
 //
 // A Pinner remembers what it learnt, so that a server listing the same
-// definitions again costs little (docs/tool-pinning.md, "Cost"): the
-// fingerprint of each definition by its exact bytes (a pure function,
-// bounded by DefaultCacheBytes), and, for each of them, that the store
-// answered its pin was that fingerprint, for at most MaxPinMemo and half
-// the store's TTL. Store pins are never replaced while they live (the
+// definitions again costs little (docs/tool-pinning.md, "What a Pinner
+// remembers"): the fingerprint of each definition and the definitions of
+// each list result, by their exact bytes (pure functions, bounded by
+// DefaultCacheBytes), and, for each definition, that the store answered
+// its pin was that fingerprint, for at most MaxPinMemo and half the
+// store's TTL. Store pins are never replaced while they live (the
 // first wins) and a pin lives its TTL after the last Pin that saw it, so
 // that answer holds for the memo's life; a definition whose bytes differ
 // is always asked about, and what the calls see (Mark, Changed) always
