@@ -37,8 +37,9 @@
 // included), one-plugin, chain, sse, concurrency, allocs (in memory),
 // transports (each cpex plugin transport against a direct call over it),
 // replicas (1, 2 and 4 plugin replicas behind a per-connection
-// round-robin balancer, hook calls per second), and builtin (an in-process
-// hook of a built-in plugin, and a tool call through three of them).
+// round-robin balancer, hook calls per second), builtin (an in-process
+// hook of a built-in plugin, and a tool call through three of them), and
+// pinning (a 200-tool tools/list with tool pinning vs without).
 //
 // # The driver
 //

@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu", "builtin"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu", "builtin", "pinning"}
 }
 
 // runner holds the settings of one Run.
@@ -104,6 +104,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"rules":       r.rulesScenario,
 		"cpu":         r.cpuScenario,
 		"builtin":     r.builtinScenario,
+		"pinning":     r.pinningScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {

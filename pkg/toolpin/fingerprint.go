@@ -64,7 +64,17 @@ type Fingerprint map[string]string
 
 // Equal reports whether f and g cover the same members with the same
 // values.
-func (f Fingerprint) Equal(g Fingerprint) bool { return len(f.Diff(g)) == 0 }
+func (f Fingerprint) Equal(g Fingerprint) bool {
+	if len(f) != len(g) {
+		return false
+	}
+	for k, v := range f {
+		if w, ok := g[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
 
 // Diff returns the members whose values differ between f and g (present in
 // one only, or different), sorted.

@@ -3,6 +3,9 @@ package toolpin
 import (
 	"context"
 	"fmt"
+	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 )
 
 // Mode is extproc.tool_pinning.mode.
@@ -28,11 +31,35 @@ const (
 
 // Pinner applies one configuration's pinning. It is safe for concurrent
 // use; the Store holds the state.
+//
+// A Pinner remembers what it learnt, so that a server listing the same
+// definitions again costs little (docs/tool-pinning.md, "What a Pinner
+// remembers"): the fingerprint of each definition and the definitions of
+// each list result, by their exact bytes (pure functions, bounded by
+// DefaultCacheBytes), and, for each definition, that the store answered
+// its pin was that fingerprint, for at most MaxPinMemo and half the
+// store's TTL. Store pins are never replaced while they live (the
+// first wins) and a pin lives its TTL after the last Pin that saw it, so
+// that answer holds for the memo's life; a definition whose bytes differ
+// is always asked about, and what the calls see (Mark, Changed) always
+// goes to the store.
 type Pinner struct {
 	mode     Mode
 	onChange OnChange
 	snapshot *Snapshot
 	store    Store
+
+	fps   *fpCache         // fingerprints by definition bytes
+	lists *listCache       // resolved definitions by list result bytes
+	memo  time.Duration    // how long a store's agreement is trusted; 0: not at all
+	now   func() time.Time // the clock of memo
+}
+
+// ttlStore is implemented by the stores of this package: how long a pin
+// lives after a Pin last saw it. A Pinner trusts no other store's answers
+// beyond one list.
+type ttlStore interface {
+	pinTTL() time.Duration
 }
 
 // New returns the Pinner of a configuration, or nil for mode off. Mode
@@ -58,7 +85,12 @@ func New(mode Mode, onChange OnChange, snapshot *Snapshot, store Store) (*Pinner
 	if store == nil {
 		return nil, fmt.Errorf("tool pinning: no store")
 	}
-	return &Pinner{mode: mode, onChange: onChange, snapshot: snapshot, store: store}, nil
+	p := &Pinner{mode: mode, onChange: onChange, snapshot: snapshot, store: store, now: time.Now,
+		fps: newFPCache(DefaultCacheBytes / 2), lists: newListCache(DefaultCacheBytes / 2)}
+	if s, ok := store.(ttlStore); ok {
+		p.memo = min(MaxPinMemo, s.pinTTL()/2)
+	}
+	return p, nil
 }
 
 // OnChange returns what a change costs.
@@ -72,6 +104,53 @@ const unreadable = "(unreadable)"
 // what record mode pins, notes the outcome for the calls that follow, and
 // returns the changes found, by item index.
 func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte) (map[int]Change, error) {
+	r := p.resolve(k, items)
+	return p.check(ctx, scope, &r)
+}
+
+// CheckResult is [Pinner.Check] of the items of result, the result of a
+// list l (a tools/list, prompts/list or resources/templates/list; another
+// list is not checked). A result seen before, byte for byte, is not read
+// again: its definitions are remembered (bounded by DefaultCacheBytes).
+// A result that is not a list of l's shape is not checked either (nil,
+// nil): l's own filter refuses it.
+func (p *Pinner) CheckResult(ctx context.Context, scope string, l *mcplist.List, result []byte) (map[int]Change, error) {
+	k, ok := KindOfList(l.Method)
+	if !ok {
+		return nil, nil
+	}
+	r, ok := p.lists.lookup(k, result)
+	if !ok {
+		var items [][]byte
+		if _, _, err := l.FilterItems(result, func(_ string, item []byte) bool {
+			items = append(items, item)
+			return false
+		}); err != nil {
+			return nil, nil
+		}
+		res := p.resolve(k, items)
+		r = &res
+		p.lists.store(result, r)
+	}
+	return p.check(ctx, scope, r)
+}
+
+// resolve returns the definitions of items, of kind k.
+func (p *Pinner) resolve(k Kind, items [][]byte) resolved {
+	r := resolved{kind: k, listed: make([]listedItem, 0, len(items))}
+	p.fps.each(k, items, func(i int, e *fpEntry, err error) {
+		if err != nil {
+			r.unreadable = append(r.unreadable, i)
+			return
+		}
+		r.listed = append(r.listed, listedItem{i: i, e: e})
+	})
+	return r
+}
+
+// check is Check of the resolved definitions of a list.
+func (p *Pinner) check(ctx context.Context, scope string, r *resolved) (map[int]Change, error) {
+	k := r.kind
 	var changes map[int]Change
 	add := func(i int, name string, members []string) {
 		if changes == nil {
@@ -79,53 +158,94 @@ func (p *Pinner) Check(ctx context.Context, scope string, k Kind, items [][]byte
 		}
 		changes[i] = Change{Kind: k, Name: name, Members: members}
 	}
-	fps := make([]Item, 0, len(items))
-	index := make([]int, 0, len(items))
-	for i, raw := range items {
-		name, fp, err := Of(k, raw)
-		if err != nil {
-			add(i, name, []string{unreadable})
-			continue
-		}
-		fps = append(fps, Item{Name: name, FP: fp})
-		index = append(index, i)
+	for _, i := range r.unreadable {
+		add(i, "", []string{unreadable})
 	}
 	switch p.mode {
 	case Approved:
-		for j, it := range fps {
-			approved, ok := p.snapshot.Lookup(k, it.Name)
+		for _, l := range r.listed {
+			if l.e.approved.Load() {
+				continue
+			}
+			approved, ok := p.snapshot.Lookup(k, l.e.name)
 			switch {
 			case !ok:
-				add(index[j], it.Name, []string{NotApproved})
-			case !approved.Equal(it.FP):
-				add(index[j], it.Name, approved.Diff(it.FP))
+				add(l.i, l.e.name, []string{NotApproved})
+			case !approved.Equal(l.e.fp):
+				add(l.i, l.e.name, approved.Diff(l.e.fp))
+			default:
+				l.e.approved.Store(true)
 			}
 		}
 	case Record:
-		pinned, err := p.store.Pin(ctx, scope, k, fps)
-		if err != nil {
+		if err := p.pin(ctx, scope, k, r.listed, add); err != nil {
 			return nil, err
-		}
-		for j, it := range fps {
-			if pinned[j] != nil && !pinned[j].Equal(it.FP) {
-				add(index[j], it.Name, pinned[j].Diff(it.FP))
-			}
 		}
 	}
 	// What the calls that follow see: the readable definitions, each
 	// changed or not (an unreadable one has no name to call it by).
-	seen := make([]string, len(fps))
-	changed := map[string][]string{}
-	for j, it := range fps {
-		seen[j] = it.Name
-		if c, ok := changes[index[j]]; ok {
-			changed[it.Name] = c.Members
+	seen := make([]string, len(r.listed))
+	var changed map[string][]string
+	for j, l := range r.listed {
+		seen[j] = l.e.name
+		if c, ok := changes[l.i]; ok {
+			if changed == nil {
+				changed = map[string][]string{}
+			}
+			changed[l.e.name] = c.Members
 		}
 	}
 	if err := p.store.Mark(ctx, scope, k, seen, changed); err != nil {
 		return changes, err
 	}
 	return changes, nil
+}
+
+// pin checks the listed definitions against the store's pins (pinning
+// those it has none of) and adds the changes found. A definition the
+// store agreed with in scope within the memo's life is not asked about
+// again; the others are, in one Store.Pin.
+func (p *Pinner) pin(ctx context.Context, scope string, k Kind, listed []listedItem, add func(int, string, []string)) error {
+	var now time.Time
+	if p.memo > 0 {
+		now = p.now()
+	}
+	var ask []Item
+	var askAt []int // ask[n] is listed[askAt[n]]
+	for j, l := range listed {
+		if p.memo > 0 && l.e.agrees(scope, now) {
+			continue
+		}
+		if ask == nil {
+			ask, askAt = make([]Item, 0, len(listed)-j), make([]int, 0, len(listed)-j)
+		}
+		ask = append(ask, Item{Name: l.e.name, FP: l.e.fp})
+		askAt = append(askAt, j)
+	}
+	if len(ask) == 0 {
+		return nil
+	}
+	pinned, err := p.store.Pin(ctx, scope, k, ask)
+	if err != nil {
+		return err
+	}
+	var agreed *agreement
+	if p.memo > 0 {
+		agreed = &agreement{scope: scope, until: now.Add(p.memo)}
+	}
+	for n, j := range askAt {
+		l := listed[j]
+		switch {
+		case pinned[n] == nil: // the store had no room: not pinned
+		case pinned[n].Equal(l.e.fp):
+			if agreed != nil {
+				l.e.pinned.Store(agreed)
+			}
+		default:
+			add(l.i, l.e.name, pinned[n].Diff(l.e.fp))
+		}
+	}
+	return nil
 }
 
 // CallChange returns the change of the definition a call uses (a tool's

@@ -36,6 +36,9 @@ func (r *Redis) key(what, scope string, kind Kind, name string) string {
 	return fmt.Sprintf("%s%s:{%s}:%s:%s", r.prefix, what, scope, kind, name)
 }
 
+// pinTTL is how long a pin lives after a Pin last saw it.
+func (r *Redis) pinTTL() time.Duration { return r.ttl }
+
 // Pin implements [Store.Pin].
 func (r *Redis) Pin(ctx context.Context, scope string, kind Kind, items []Item) ([]Fingerprint, error) {
 	gets := make([]*redis.StringCmd, len(items))

@@ -77,6 +77,9 @@ func NewMemory(max int, ttl time.Duration, now func() time.Time) *Memory {
 	return &Memory{max: max, ttl: ttl, now: now, pins: map[pinKey]pinned{}, marks: map[pinKey][]string{}}
 }
 
+// pinTTL is how long a pin lives after a Pin last saw it.
+func (m *Memory) pinTTL() time.Duration { return m.ttl }
+
 // Pin implements [Store.Pin].
 func (m *Memory) Pin(_ context.Context, scope string, kind Kind, items []Item) ([]Fingerprint, error) {
 	now := m.now()

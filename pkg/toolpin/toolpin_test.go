@@ -124,7 +124,8 @@ func TestMemoryBound(t *testing.T) {
 }
 
 // FuzzFingerprint: definitions equal up to key order and whitespace give
-// the same fingerprint; a changed description gives another.
+// the same fingerprint, also through a Pinner's cache; a changed
+// description gives another.
 func FuzzFingerprint(f *testing.F) {
 	f.Add("Echoes.", "a", "b", " ")
 	f.Fuzz(func(t *testing.T, desc, k1, k2, ws string) {
@@ -147,6 +148,13 @@ func FuzzFingerprint(f *testing.F) {
 		if !fa.Equal(fb) {
 			t.Fatalf("%s and %s differ: %v", a, b, fa.Diff(fb))
 		}
+		// What the cache of a Pinner returns, first seen or remembered, is Of's.
+		cache := newFPCache(1 << 20)
+		cache.each(Tool, [][]byte{[]byte(a), []byte(b), []byte(a)}, func(i int, e *fpEntry, err error) {
+			if err != nil || !e.fp.Equal(fa) {
+				t.Fatalf("cached item %d: %v, %v; Of: %v", i, e, err, fa)
+			}
+		})
 		c := `{"name":"t","description":` + enc(desc+"!") + `,"inputSchema":{` + enc(k1) + `:1,` + enc(k2) + `:2}}`
 		if _, fc, err := Of(Tool, []byte(c)); err == nil && fa.Equal(fc) {
 			t.Fatalf("%s and %s have one fingerprint", a, c)
