@@ -77,14 +77,9 @@ func (rd reader) pinnedItems(m *mcpmsg.Message, l *mcplist.List) (hidden map[int
 	if p == nil || !ok {
 		return nil, nil
 	}
-	var items [][]byte
-	if _, _, err := l.FilterItems(m.Result, func(_ string, item []byte) bool {
-		items = append(items, item)
-		return false
-	}); err != nil {
-		return nil, nil // the filter that follows refuses it
-	}
-	changes, err := p.Check(x.ctx, x.pinScope(), kind, items)
+	// An unreadable result has no changes: the filter that follows
+	// refuses it.
+	changes, err := p.CheckResult(x.ctx, x.pinScope(), l, m.Result)
 	if err != nil {
 		x.logger().Warn().Err(err).Str("method", l.Method).Msg("tool pinning: the pin store did not answer; the list is not checked")
 	}
