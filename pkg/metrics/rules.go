@@ -13,6 +13,11 @@ type ruleMetrics struct {
 	duration  *prometheus.HistogramVec
 	// pinChanges counts the definitions extproc.tool_pinning found changed.
 	pinChanges *prometheus.CounterVec
+	// shadowed counts what would have been enforced (extproc.shadow,
+	// rules in mode shadow).
+	shadowed *prometheus.CounterVec
+	// auditDropped counts the audit events the sink never wrote.
+	auditDropped *prometheus.CounterVec
 }
 
 func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
@@ -28,7 +33,13 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 			Help: "Definitions a list showed changed since they were pinned (extproc.tool_pinning), by kind (tool, prompt, resourceTemplate) and action (alert, hide, block)."},
 			[]string{"kind", "action"}),
 	}
-	reg.MustRegister(r.decisions, r.duration, r.pinChanges)
+	r.shadowed = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "shadow_decisions_total",
+		Help: "What a plugin, rule or pin would have enforced and was not let to (extproc.shadow, or a rule in mode shadow), by who (plugin, rule, pin), name and decision (would_deny, would_modify)."},
+		[]string{"by", "name", "decision"})
+	r.auditDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "audit_dropped_total",
+		Help: "Audit events never written, by reason (queue_full: the sink is behind; sink_error; shutdown; closed). Any increase is a gap in the audit trail."},
+		[]string{"reason"})
+	reg.MustRegister(r.decisions, r.duration, r.pinChanges, r.shadowed, r.auditDropped)
 	return r
 }
 
@@ -45,4 +56,15 @@ func (m *Metrics) RuleEvaluation(phase string, d time.Duration) {
 // PinChange implements processor.Observer.
 func (m *Metrics) PinChange(kind, action string) {
 	m.rules.pinChanges.WithLabelValues(kind, action).Inc()
+}
+
+// Shadowed implements processor.Observer.
+func (m *Metrics) Shadowed(by, name, decision string) {
+	m.rules.shadowed.WithLabelValues(by, name, decision).Inc()
+}
+
+// AuditDropped counts an audit event the sink never wrote; it is the
+// audit logger's OnDrop.
+func (m *Metrics) AuditDropped(reason string) {
+	m.rules.auditDropped.WithLabelValues(reason).Inc()
 }

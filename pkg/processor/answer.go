@@ -9,6 +9,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -221,7 +222,7 @@ func (rd reader) answered(msgs *mcpmsg.Body) map[int][]byte {
 		}
 		var msg []byte
 		if a.kind == awaitList {
-			msg = rd.filterList(m, a.list) // rules.go
+			msg = rd.filterList(m, a) // rules.go
 		} else {
 			msg = rd.postHook(i, m, a)
 		}
@@ -257,12 +258,24 @@ func (rd reader) postHook(i int, m *mcpmsg.Message, a *awaited) []byte {
 	if err != nil {
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "response cannot be inspected: "+err.Error(), nil)
 	}
-	out := x.snap.Hooks.Run(x.ctx, f.Post, payload, a.rc, a.target)
+	x.trail.result(a.event, inner)
+	out := x.runHook(a.event, f.Post, payload, a.rc, a.target)
+	shadow := x.shadow()
 	if r, blocked := x.refusalOf(out, i, m.ID, f.Post); blocked {
+		x.trail.refused(a.event, &r, shadow, audit.PhaseResponse)
+		if shadow {
+			x.obs.Shadowed(r.byKind, r.by, string(audit.DecisionWouldDeny))
+			return nil
+		}
 		x.decision.raise(decisionBlocked, r.by, r.byKind, r.violation)
 		return r.errorResponse()
 	}
 	if !out.Modified {
+		return nil
+	}
+	x.trail.changed(a.event, byPlugin, "", shadow, audit.PhaseResponse)
+	if shadow {
+		x.obs.Shadowed(byPlugin, "", string(audit.DecisionWouldModify))
 		return nil
 	}
 	x.decision.raise(decisionModified, "", "", "")

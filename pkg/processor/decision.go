@@ -35,10 +35,11 @@ const (
 	decisionBlocked  = "blocked"
 )
 
-// Who decided: a plugin or a rule.
+// Who decided: a plugin, a rule, or tool pinning.
 const (
 	byPlugin = "plugin"
 	byRule   = "rule"
+	byPin    = "pin"
 )
 
 func decisionRank(outcome string) int {

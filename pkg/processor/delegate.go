@@ -43,13 +43,16 @@ func (b *bodyInspection) delegate(i int, m *mcpmsg.Message) (refusal, bool) {
 		return refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError, status: http.StatusInternalServerError,
 			reason: "internal", message: "token_delegate payload: " + err.Error()}, true
 	}
-	out := x.snap.Hooks.Run(x.ctx, cpex.TokenDelegate, payload, x.requestContext(), target)
+	out := x.runHook(b.event, cpex.TokenDelegate, payload, x.requestContext(), target)
 	if r, refused := x.refusalOf(out, i, m.ID, cpex.TokenDelegate); refused {
 		return r, true
 	}
 	var d cpex.Delegation
 	if out.Modified {
 		_ = json.Unmarshal(out.Payload, &d) // the executor checked its shape
+	}
+	if !b.changes(byPlugin, "") {
+		return refusal{}, false // shadow: the caller's credential goes on
 	}
 	return b.applyDelegation(i, m, d)
 }

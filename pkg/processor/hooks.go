@@ -43,7 +43,7 @@ func (b *bodyInspection) preHook(i int, m *mcpmsg.Message) (refusal, bool) {
 	x.ensureContext()
 	rc := x.requestContext()
 	if a != nil {
-		a.rc = rc
+		a.rc, a.event = rc, b.event
 		x.results.await(m.ID, a)
 	}
 	if !runPre {
@@ -53,11 +53,11 @@ func (b *bodyInspection) preHook(i int, m *mcpmsg.Message) (refusal, bool) {
 	if err != nil {
 		return refusal{index: i, id: m.ID, code: mcpmsg.CodeInvalidParams, message: err.Error(), status: http.StatusBadRequest, reason: "invalid_request"}, true
 	}
-	out := x.snap.Hooks.Run(x.ctx, f.Pre, payload, rc, target)
+	out := x.runHook(b.event, f.Pre, payload, rc, target)
 	if r, blocked := x.refusalOf(out, i, m.ID, f.Pre); blocked {
 		return r, true
 	}
-	if out.Modified {
+	if out.Modified && b.changes(byPlugin, "") {
 		return b.rewrite(i, m, route, out.Payload)
 	}
 	return refusal{}, false

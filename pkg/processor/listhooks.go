@@ -33,7 +33,7 @@ func (rd reader) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (ou
 		return result, 0, nil
 	}
 	x.ensureContext()
-	o := x.snap.Hooks.Run(x.ctx, hook, result, executor.NewRequestContext(x.req.global), executor.Target{})
+	o := x.runHook(-1, hook, result, executor.NewRequestContext(x.req.global), executor.Target{})
 	if r, blocked := x.refusalOf(o, 0, m.ID, hook); blocked {
 		x.decision.raise(decisionBlocked, r.by, r.byKind, r.violation)
 		return nil, 0, r.errorResponse()

@@ -32,6 +32,11 @@ type Observer interface {
 	// pinned, by kind ("tool", "prompt", "resourceTemplate") and what it
 	// cost ("alert", "hide", "block").
 	PinChange(kind, action string)
+	// Shadowed counts what a plugin, rule or check would have done and
+	// was not let to (extproc.shadow, or a rule's mode shadow): by whom
+	// ("plugin", "rule", "pin"), its name, and the decision
+	// ("would_deny", "would_modify").
+	Shadowed(by, name, decision string)
 }
 
 type nopObserver struct{}
@@ -45,3 +50,4 @@ func (nopObserver) BodyInspected(string, int)            {}
 func (nopObserver) RuleDecision(string, string, int)     {}
 func (nopObserver) RuleEvaluation(string, time.Duration) {}
 func (nopObserver) PinChange(string, string)             {}
+func (nopObserver) Shadowed(string, string, string)      {}

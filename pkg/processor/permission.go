@@ -44,7 +44,7 @@ func (b *bodyInspection) checkPermission(i int, m *mcpmsg.Message) (refusal, boo
 		return refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError, status: http.StatusInternalServerError,
 			reason: "internal", message: "http_auth_check_permission payload: " + err.Error()}, true
 	}
-	out := x.snap.Hooks.Run(x.ctx, cpex.HTTPAuthCheckPermission, payload, x.requestContext(), target)
+	out := x.runHook(b.event, cpex.HTTPAuthCheckPermission, payload, x.requestContext(), target)
 	return x.refusalOf(out, i, m.ID, cpex.HTTPAuthCheckPermission)
 }
 

@@ -62,7 +62,7 @@ func (b *bodyInspection) checkPinnedCall(i int, m *mcpmsg.Message) (refusal, boo
 		return refusal{}, false
 	}
 	x.logger().Info().Str("change", logsafe.Cap(c.String(), logsafe.DefaultCap)).Msg("refused: call of a changed definition")
-	return refusal{index: i, id: m.ID, code: -32000, status: http.StatusOK, reason: "pinned", denied: true,
+	return refusal{index: i, id: m.ID, code: -32000, status: http.StatusOK, reason: "pinned", denied: true, by: m.Name, byKind: byPin,
 		message: "mcp-extproc: " + c.String() + "; call refused until it is approved again",
 		data:    map[string]any{"kind": string(c.Kind), "name": c.Name, "changed": c.Members}}, true
 }

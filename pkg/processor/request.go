@@ -8,6 +8,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/contentcoding"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpheaders"
@@ -35,6 +36,8 @@ type bodyInspection struct {
 	// delegated: token_delegate set the upstream credential.
 	delegated bool
 	refusals  []refusal
+	// event is the audit event of the message being checked (-1: none).
+	event int
 }
 
 // requestBody inspects the buffered request body: limits and decoding,
@@ -52,7 +55,7 @@ func (x *exchange) requestBody(raw []byte) *extprocv3.ProcessingResponse {
 	if err != nil {
 		return x.invalidRequest(err)
 	}
-	b := &bodyInspection{x: x, msgs: msgs}
+	b := &bodyInspection{x: x, msgs: msgs, event: -1}
 	if refused := b.checkStandardHeaders(); refused != nil {
 		return refused
 	}
@@ -83,23 +86,59 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 		return refusal{}, false
 	}
 	x := b.x
-	if r, refused := b.checkRules(i, m); refused {
+	b.event = -1
+	if x.trail.on() {
+		name, _ := ruleTarget(m)
+		b.event = x.trail.message(m, name)
+	}
+	if r, refused := b.checkRules(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	if r, refused := b.checkPinnedCall(i, m); refused {
+	if r, refused := b.checkPinnedCall(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	if r, refused := b.checkPermission(i, m); refused {
+	if r, refused := b.checkPermission(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	if r, refused := b.preHook(i, m); refused {
+	if r, refused := b.preHook(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	if r, refused := b.delegate(i, m); refused {
+	if r, refused := b.delegate(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	x.results.expectList(m) // a list the rules, pinning or a list hook read
+	x.results.expectList(m, b.event) // a list the rules, pinning or a list hook read
 	return refusal{}, false
+}
+
+// shadowed records refusal r on the message's audit event and span, and
+// reports whether it only shadows: under extproc.shadow a plugin's or a
+// rule's refusal lets the message through, said as would_deny (a
+// protocol error, such as invalid params, is always answered).
+func (b *bodyInspection) shadowed(m *mcpmsg.Message, r *refusal) bool {
+	x := b.x
+	if b.event < 0 && r.denied {
+		name, _ := ruleTarget(m)
+		b.event = x.trail.open(m, name) // a refused message is audited whatever its method
+	}
+	shadow := x.shadow() && r.denied
+	x.trail.refused(b.event, r, shadow, audit.PhaseRequest)
+	if shadow {
+		x.obs.Shadowed(r.byKind, r.by, string(audit.DecisionWouldDeny))
+		x.logger().Info().Str("by", r.byKind).Str("name", r.by).Msg("shadow: would have refused the message")
+	}
+	return shadow
+}
+
+// changes reports whether a check may change the request: under
+// extproc.shadow it may not, and the change is said as would_modify.
+func (b *bodyInspection) changes(byKind, by string) bool {
+	x := b.x
+	shadow := x.shadow()
+	x.trail.changed(b.event, byKind, by, shadow, audit.PhaseRequest)
+	if shadow {
+		x.obs.Shadowed(byKind, by, string(audit.DecisionWouldModify))
+	}
+	return !shadow
 }
 
 // modified reports whether the checks changed the request.

@@ -46,6 +46,8 @@ type awaited struct {
 	target hookfamily.Target
 	rc     *executor.RequestContext // the plugin context of the request's hooks
 	list   *mcplist.List            // awaitList
+	// event is the request's audit event (trail.go), -1 for none.
+	event int
 }
 
 // results matches the answers a stream carries to their requests, and
@@ -129,23 +131,23 @@ func (r *results) wants(route *hookfamily.Route, m *mcpmsg.Message, target hookf
 		if !hooks.Applies(post) || !r.x.snap.Settings.RefusesUnattributed() {
 			return nil
 		}
-		return &awaited{kind: awaitUnknown, route: route, target: target}
+		return &awaited{kind: awaitUnknown, route: route, target: target, event: -1}
 	case hooks.AppliesTo(post, &r.x.req.global, target):
-		return &awaited{kind: awaitHooked, route: route, target: target}
+		return &awaited{kind: awaitHooked, route: route, target: target, event: -1}
 	case route.CreatesTasks && mayCreateTask(m) && hooks.Applies(post):
-		return &awaited{kind: awaitTask, route: route, target: target}
+		return &awaited{kind: awaitTask, route: route, target: target, event: -1}
 	}
 	return nil
 }
 
 // expectList makes the answer of a list request awaited, when the rules,
 // pinning or a list hook read it.
-func (r *results) expectList(m *mcpmsg.Message) {
+func (r *results) expectList(m *mcpmsg.Message, event int) {
 	if m.Kind != mcpmsg.KindRequest || !r.x.readsList(m.Method) {
 		return
 	}
 	l, _ := mcplist.ByMethod(m.Method)
-	r.await(m.ID, &awaited{kind: awaitList, list: l})
+	r.await(m.ID, &awaited{kind: awaitList, list: l, event: event})
 }
 
 // await makes the answer to id awaited as a. The response is then read,
@@ -203,13 +205,13 @@ func (r *results) lookup(id []byte) *awaited {
 		if !x.snap.Settings.RefusesUnattributed() {
 			return nil
 		}
-		return &awaited{kind: awaitUnknown}
+		return &awaited{kind: awaitUnknown, event: -1}
 	}
 	if l, ok := mcplist.ByMethod(o.Method); ok {
 		if !x.readsList(o.Method) {
 			return nil
 		}
-		return &awaited{kind: awaitList, list: l} // filtered (and checked) for this stream's caller
+		return &awaited{kind: awaitList, list: l, event: -1} // filtered (and checked) for this stream's caller
 	}
 	route, ok := hookfamily.ByMethod(o.Method)
 	if !ok || !route.Post {
@@ -217,7 +219,7 @@ func (r *results) lookup(id []byte) *awaited {
 	}
 	x.ensureContext()
 	target := hookfamily.Target{Family: route.Family, Name: o.Name}
-	a := &awaited{kind: awaitHooked, route: route, target: target, rc: executor.NewRequestContext(x.req.global)}
+	a := &awaited{kind: awaitHooked, route: route, target: target, rc: executor.NewRequestContext(x.req.global), event: -1}
 	if !x.snap.Hooks.AppliesTo(route.Family.Post, &x.req.global, target) {
 		if !route.CreatesTasks {
 			return nil

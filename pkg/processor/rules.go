@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
@@ -48,10 +49,18 @@ func (b *bodyInspection) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 		}
 	}
 	x.obs.RuleEvaluation("request", time.Since(start))
+	for _, r := range v.WouldDeny { // rules in mode shadow
+		x.obs.RuleDecision(r.Name, "would_deny", 1)
+		x.obs.Shadowed(byRule, r.Name, "would_deny")
+		x.trail.rule(b.event, r.Name, true)
+		x.trail.refused(b.event, &refusal{by: r.Name, byKind: byRule, message: "would be denied by rule " + r.Name}, true, "request")
+		x.logger().Info().Str("rule", r.Name).Str("method", logsafe.Cap(m.Method, logsafe.DefaultCap)).Str("target", logsafe.Cap(in.Name, logsafe.DefaultCap)).Msg("shadow: rule would have blocked")
+	}
 	if v.Rule == nil {
 		return refusal{}, false
 	}
 	r := v.Rule
+	x.trail.rule(b.event, r.Name, false)
 	x.obs.RuleDecision(r.Name, "deny", 1)
 	log := x.logger()
 	ev := log.Info()
@@ -129,7 +138,27 @@ func (x *exchange) filtersLists(method string) bool {
 // filterList drops the items of a list result that the rules hide, and
 // returns the message that replaces it, or nil when nothing is hidden. A
 // result that cannot be read is refused: nothing hidden may pass.
-func (rd reader) filterList(m *mcpmsg.Message, l *mcplist.List) []byte {
+func (rd reader) filterList(m *mcpmsg.Message, a *awaited) []byte {
+	x := rd.x
+	x.trail.result(a.event, m.Result)
+	out := rd.filter(m, a.list)
+	if out == nil {
+		return nil
+	}
+	shadow := x.shadow()
+	x.trail.changed(a.event, byRule, "", shadow, audit.PhaseResponse)
+	if shadow {
+		// Under extproc.shadow a list goes on as the server sent it.
+		x.obs.Shadowed("list", a.list.Method, string(audit.DecisionWouldModify))
+		return nil
+	}
+	return out
+}
+
+// filter is filterList's work: the list without what pinning and the
+// rules hide and list hooks drop, or the error replacing it; nil when it
+// goes on unchanged.
+func (rd reader) filter(m *mcpmsg.Message, l *mcplist.List) []byte {
 	x := rd.x
 	pinHidden, refused := rd.pinnedItems(m, l) // pinning.go
 	if refused != nil {

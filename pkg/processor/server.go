@@ -19,6 +19,7 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -78,6 +79,13 @@ type Options struct {
 	// LogBodies logs request bodies at debug level (with credential headers
 	// redacted). Off by default: bodies may hold secrets.
 	LogBodies bool
+	// Audit, if set, is given one event per decided MCP message
+	// (docs/audit.md), when its stream ends; *audit.Logger satisfies it.
+	Audit Auditor
+	// Tracer, if set, starts a server span for each request a plugin,
+	// rule or pin reads, in the MCP semantic conventions, continuing the
+	// client's trace; the plugin calls' spans are its children.
+	Tracer trace.Tracer
 	// Attribution remembers what each forwarded request and created task
 	// was, so that results arriving on other streams (GET replays, tasks)
 	// get their post hooks. Create one per sidecar and keep it across
@@ -132,6 +140,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		s.opts.Observer.StreamClosed()
 	}()
 	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned, s.accepted)
+	defer st.x.trail.finish()
 	for first := true; ; first = false {
 		req, err := srv.Recv()
 		if err != nil {

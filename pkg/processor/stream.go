@@ -3,15 +3,19 @@ package processor
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
@@ -67,6 +71,7 @@ func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned, ac
 	x.req.logBodies = opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel
 	x.results = results{x: x, store: opts.Attribution, accepted: accepted}
 	x.http.x = x
+	x.trail = trail{x: x, auditor: opts.Audit, tracer: opts.Tracer}
 	return st
 }
 
@@ -173,6 +178,8 @@ type exchange struct {
 	results results
 	// decision is what was decided, for Envoy's dynamic metadata.
 	decision decision
+	// trail is the audit events and the span (trail.go).
+	trail trail
 	// withHeaders attaches HTTP headers to the plugin calls made with ctx.
 	withHeaders  func(context.Context, http.Header) context.Context
 	contextReady bool // ensureContext ran
@@ -215,6 +222,9 @@ func (x *exchange) ensureContext() {
 	if x.withHeaders != nil {
 		x.ctx = x.withHeaders(x.ctx, h)
 	}
+	if x.trail.on() {
+		x.trail.begin() // the span continues the request's trace
+	}
 	r.logDropped(&x.log)
 }
 
@@ -240,6 +250,21 @@ func (x *exchange) requestContext() *executor.RequestContext {
 	}
 	return x.msgContext
 }
+
+// runHook runs hook through the plugin chain and records each plugin's
+// verdict and latency on audit event ev (-1: none).
+func (x *exchange) runHook(ev int, hook cpex.HookType, payload json.RawMessage, rc *executor.RequestContext, t hookfamily.Target) executor.Outcome {
+	if ev < 0 {
+		return x.snap.Hooks.Run(x.ctx, hook, payload, rc, t)
+	}
+	start := time.Now()
+	out := x.snap.Hooks.Run(x.ctx, hook, payload, rc, t)
+	x.trail.ran(ev, string(hook), &out, time.Since(start))
+	return out
+}
+
+// shadow reports whether extproc.shadow lets everything through.
+func (x *exchange) shadow() bool { return x.snap.Settings.Shadow }
 
 func (x *exchange) internalError(reason string) *extprocv3.ProcessingResponse {
 	x.obs.Immediate("internal")
