@@ -32,7 +32,7 @@ type Options struct {
 
 // Scenarios returns the scenario names in the order [Run] runs them.
 func Scenarios() []string {
-	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu", "builtin", "pinning"}
+	return []string{"passthrough", "one-plugin", "chain", "sse", "concurrency", "allocs", "transports", "replicas", "attribution", "identity", "rules", "cpu", "builtin", "pinning", "audit"}
 }
 
 // runner holds the settings of one Run.
@@ -105,6 +105,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"cpu":         r.cpuScenario,
 		"builtin":     r.builtinScenario,
 		"pinning":     r.pinningScenario,
+		"audit":       r.auditScenario,
 	}
 	for _, name := range opts.Only {
 		if steps[name] == nil {
