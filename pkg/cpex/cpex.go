@@ -306,11 +306,16 @@ type PermissionDecision struct {
 // real token (cpex's own client sends "**********"): never log it. Its
 // modified_payload is a [Delegation].
 type TokenDelegatePayload struct {
-	TargetName     string `json:"target_name"`
-	TargetType     string `json:"target_type"`
+	TargetName string `json:"target_name"`
+	TargetType string `json:"target_type"`
+	// TargetAudience is the MCP server's URI (scheme, authority, path),
+	// the audience a delegated token is for.
 	TargetAudience string `json:"target_audience,omitempty"`
-	AuthEnforcedBy string `json:"auth_enforced_by,omitempty"`
-	BearerToken    string `json:"bearer_token,omitempty"`
+	// RequiredPermissions are the permissions the call needs
+	// (hookfamily.Route.Permission: tools.execute).
+	RequiredPermissions []string `json:"required_permissions,omitempty"`
+	AuthEnforcedBy      string   `json:"auth_enforced_by,omitempty"`
+	BearerToken         string   `json:"bearer_token,omitempty"`
 }
 
 // Delegation is the part of a token_delegate answer the sidecar reads:

@@ -38,7 +38,8 @@ func (b *bodyInspection) delegate(i int, m *mcpmsg.Message) (refusal, bool) {
 		return refusal{}, false
 	}
 	x.ensureContext()
-	payload, err := json.Marshal(cpex.TokenDelegatePayload{TargetName: target.Name, TargetType: route.Family.Name, BearerToken: x.req.bearerToken()})
+	payload, err := json.Marshal(cpex.TokenDelegatePayload{TargetName: target.Name, TargetType: route.Family.Name,
+		TargetAudience: x.req.resource(), RequiredPermissions: []string{route.Permission}, BearerToken: x.req.bearerToken()})
 	if err != nil {
 		return refusal{index: i, id: m.ID, code: mcpmsg.CodeInternalError, status: http.StatusInternalServerError,
 			reason: "internal", message: "token_delegate payload: " + err.Error()}, true

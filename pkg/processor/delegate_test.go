@@ -114,7 +114,12 @@ plugin_settings:
 		calls := del.Calls()
 		var p cpex.TokenDelegatePayload
 		if len(calls) != 1 || json.Unmarshal(calls[0].Payload, &p) != nil || p.BearerToken != "user-tok" || p.TargetName != "echo" || p.TargetType != "tool" {
-			t.Errorf("calls %+v", calls)
+			t.Fatalf("calls %+v", calls)
+		}
+		// What the token is for: the MCP server's URI and the call's
+		// permission (cpex's target_audience, required_permissions).
+		if !strings.HasPrefix(p.TargetAudience, "http") || !strings.HasSuffix(p.TargetAudience, "/mcp") || len(p.RequiredPermissions) != 1 || p.RequiredPermissions[0] != "tools.execute" {
+			t.Errorf("target_audience %q, required_permissions %v", p.TargetAudience, p.RequiredPermissions)
 		}
 	})
 }

@@ -46,8 +46,11 @@ type requestFacts struct {
 	// hooks that carry headers.
 	forwarded      map[string]string
 	droppedHeaders []dropped // not forwarded to plugins (size, format)
-	logBodies      bool
-	logHeaders     []string // for --log-bodies, sensitive ones redacted
+	// logHeaders are the request headers for --log-bodies, sensitive
+	// ones redacted; nil unless bodies are logged.
+	logHeaders []string
+	// scheme is :scheme, for the audience of a delegated token.
+	scheme string
 }
 
 // readRequestHeaders keeps what the stream needs from the request headers;
@@ -64,6 +67,8 @@ func (r *requestFacts) read(h *extprocv3.HttpHeaders, set *config.Extproc) (auth
 			r.path = headerValue(hv)
 		case ":authority":
 			authority = headerBytes(hv)
+		case ":scheme":
+			r.scheme = knownScheme(headerBytes(hv))
 		case "x-request-id":
 			r.raw.requestID = hv
 		case "mcp-session-id":
@@ -83,7 +88,7 @@ func (r *requestFacts) read(h *extprocv3.HttpHeaders, set *config.Extproc) (auth
 		case "mcp-method", "mcp-name":
 			r.std.add(k, hv)
 		}
-		if r.logBodies {
+		if r.logHeaders != nil {
 			r.logHeaders = append(r.logHeaders, logsafe.Cap(k, logsafe.DefaultCap), logsafe.Cap(redactHeader(k, headerValue(hv)), logsafe.DefaultCap))
 		}
 		// Configured headers may name any header, the ones above included.
@@ -104,6 +109,28 @@ func knownMethod(b []byte) string {
 		}
 	}
 	return ""
+}
+
+// knownScheme returns http or https as a constant, without allocating;
+// "" for any other.
+func knownScheme(b []byte) string {
+	for _, s := range [...]string{"https", "http"} {
+		if string(b) == s {
+			return s
+		}
+	}
+	return ""
+}
+
+// resource is the MCP server's URI as a client names it (RFC 8707's
+// resource indicator): scheme, authority and path without the query; ""
+// without a scheme or authority.
+func (r *requestFacts) resource() string {
+	if r.scheme == "" || r.authority == "" {
+		return ""
+	}
+	path, _, _ := strings.Cut(r.path, "?")
+	return r.scheme + "://" + r.authority + path
 }
 
 // sessionHeaders counts the request headers that name the request's MCP

@@ -231,7 +231,7 @@ func (x *exchange) readRequestBody(body []byte) (out []byte, decoded bool, refus
 		body, decoded = dec, true
 	}
 	x.obs.BodyInspected("request", len(body))
-	if x.req.logBodies {
+	if x.req.logHeaders != nil {
 		x.logger().Debug().Strs("headers", x.req.logHeaders).Str("body", logsafe.Cap(string(body), maxLoggedBody)).Msg("request body (--log-bodies)")
 	}
 	return body, decoded, nil

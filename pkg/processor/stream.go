@@ -68,7 +68,9 @@ func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned, ac
 	st := &stream{phase: passThrough{}, x: exchange{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c,
 		withHeaders: opts.WithHeaders}}
 	x := &st.x
-	x.req.logBodies = opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel
+	if opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel {
+		x.req.logHeaders = make([]string, 0, 32)
+	}
 	x.results = results{x: x, store: opts.Attribution, accepted: accepted}
 	x.http.x = x
 	x.trail = trail{x: x, auditor: opts.Audit, tracer: opts.Tracer}
