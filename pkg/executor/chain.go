@@ -18,7 +18,7 @@ type run struct {
 	hook   cpex.HookType
 	rc     *RequestContext
 	target Target
-	log    zerolog.Logger
+	log    runLog
 
 	cur        json.RawMessage // the payload as the chain has made it
 	result     json.RawMessage // a hook's answer that is not a payload (httphooks.go)
@@ -31,6 +31,24 @@ type run struct {
 }
 
 func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
+
+// runLog starts the log events of one run: the executor's logger with the
+// run's hook and request_id. Each event adds the two fields itself instead
+// of a logger made per run, so that a run logging nothing (the levels are
+// off) costs nothing; the lines are the same.
+type runLog struct {
+	log       *zerolog.Logger
+	hook      cpex.HookType
+	requestID string
+}
+
+func (l runLog) event(level zerolog.Level) *zerolog.Event {
+	return l.log.WithLevel(level).Str("hook", string(l.hook)).Str("request_id", l.requestID)
+}
+
+func (l runLog) Debug() *zerolog.Event { return l.event(zerolog.DebugLevel) }
+func (l runLog) Info() *zerolog.Event  { return l.event(zerolog.InfoLevel) }
+func (l runLog) Warn() *zerolog.Event  { return l.event(zerolog.WarnLevel) }
 
 // lazyUsers computes the user strings conditions match against once, and
 // only when a condition needs them.

@@ -286,7 +286,7 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 		target: t,
 		users:  lazyUsers{user: rc.Global.User},
 		cur:    payload,
-		log:    e.log.With().Str("hook", string(hook)).Str("request_id", rc.Global.RequestID).Logger(),
+		log:    runLog{log: &e.log, hook: hook, requestID: rc.Global.RequestID},
 	}
 	r.runSerial(ctx, hp)
 	if !r.halted() {
