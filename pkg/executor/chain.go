@@ -28,6 +28,7 @@ type run struct {
 	err        *PluginError
 	stoppedBy  string
 	users      lazyUsers
+	view       cpex.PluginContext // what view lends the serial plugins that cannot block
 }
 
 func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
@@ -86,7 +87,13 @@ func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
 			if !r.eligible(en) {
 				continue
 			}
-			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name), r.rc.Secrets)
+			pctx := &r.view
+			if en.nonBlocking {
+				r.rc.view(en.key, pctx)
+			} else {
+				pctx = r.rc.pluginContext(en.key)
+			}
+			rep := r.e.invoke(ctx, en, r.hook, r.cur, pctx, r.rc.Secrets)
 			r.handle(en, rep)
 			if r.halted() {
 				return
@@ -110,7 +117,7 @@ func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
 		return
 	case 1: // nothing to run in parallel with
 		en := list[0]
-		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name), r.rc.Secrets))
+		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.pluginContext(en.key), r.rc.Secrets))
 		return
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -121,7 +128,7 @@ func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
 	}
 	results := make(chan done, len(list))
 	for _, en := range list {
-		pctx := r.rc.PluginContext(en.name)
+		pctx := r.rc.pluginContext(en.key)
 		go func(payload json.RawMessage) {
 			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx, r.rc.Secrets)}
 		}(r.cur)
@@ -231,7 +238,7 @@ func (r *run) fireAndForget(entries []*entry) {
 			continue
 		}
 		e, hook, log := r.e, r.hook, r.log
-		payload, pctx, secrets := bytes.Clone(r.cur), r.rc.PluginContext(en.name), r.rc.Secrets
+		payload, pctx, secrets := bytes.Clone(r.cur), r.rc.pluginContext(en.key), r.rc.Secrets
 		started := e.spawn(func(ctx context.Context) {
 			rep := e.invoke(ctx, en, hook, payload, pctx, secrets)
 			if pe := rep.err; pe != nil {

@@ -32,6 +32,10 @@ type entry struct {
 	onError    config.OnError
 	priority   int
 	conditions []config.Condition
+	// nonBlocking: the plugin runs in this process and cannot block
+	// ([NonBlocking]); it gets no timer of its own and a view of the
+	// request context instead of a copy.
+	nonBlocking bool
 }
 
 // hookPlan is the plugins of one hook, by phase, each phase in ascending
@@ -47,7 +51,8 @@ type snapshot struct {
 }
 
 // buildSnapshot plans every hook for a generation of the merged configs.
-func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings) *snapshot {
+// nonBlocking, if not nil, tells the plugins that cannot block.
+func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings, nonBlocking func(string) bool) *snapshot {
 	s := &snapshot{gen: gen, hooks: map[cpex.HookType]*hookPlan{}}
 	for i := range plugins {
 		p := &plugins[i]
@@ -64,6 +69,7 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 			priority:   p.EffectivePriority(),
 			conditions: slices.Clone(p.Conditions),
 		}
+		e.nonBlocking = nonBlocking != nil && nonBlocking(p.Name)
 		for j, h := range p.Hooks {
 			if slices.Contains(p.Hooks[:j], h) {
 				continue // listed twice: run once
