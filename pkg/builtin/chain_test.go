@@ -31,6 +31,16 @@ var chainPlugins = []config.Plugin{
 		Mode: config.ModeSequential, Config: map[string]any{"words": []any{"innovative", "groundbreaking", "revolutionary"}}},
 }
 
+// inProcessPool is the plugin clients of built-ins as the sidecar's plugin
+// set sees them (internal/sidecar's inProcess): it tells the executor which
+// plugins cannot block.
+type inProcessPool struct {
+	*pluginclient.Pool
+	nonBlocking map[string]bool
+}
+
+func (p *inProcessPool) NonBlocking(plugin string) bool { return p.nonBlocking[plugin] }
+
 // chain is an executor over built-ins wired as the sidecar wires them
 // (internal/sidecar's inProcess): one plugin client per entry whose one
 // connection is the plugin itself.
@@ -56,11 +66,13 @@ func newChain(tb testing.TB, plugins []config.Plugin, argsBytes int, obs executo
 	tb.Helper()
 	ctx := context.Background()
 	clients := make([]*pluginclient.Client, 0, len(plugins))
+	nonBlocking := map[string]bool{}
 	for _, p := range plugins {
 		conn, err := builtin.Open(p.Name, p.Kind, p.Config)
 		if err != nil {
 			tb.Fatal(err)
 		}
+		nonBlocking[p.Name] = conn.NonBlocking()
 		c, err := pluginclient.New(p, config.PluginSettings{}, pluginclient.Options{
 			Dialer: func(context.Context) (pluginclient.Conn, error) { return conn, nil }, Slots: 1, HealthCheckInterval: -1})
 		if err != nil {
@@ -74,7 +86,7 @@ func newChain(tb testing.TB, plugins []config.Plugin, argsBytes int, obs executo
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e := executor.New(pool, executor.Options{Observer: obs})
+	e := executor.New(&inProcessPool{pool, nonBlocking}, executor.Options{Observer: obs})
 	tb.Cleanup(func() { _ = e.Close(context.Background()) })
 	tool, _ := hookfamily.ByHook(cpex.ToolPreInvoke)
 	return &chain{
