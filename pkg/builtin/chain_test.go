@@ -141,3 +141,44 @@ func BenchmarkChain(b *testing.B) {
 		})
 	}
 }
+
+// TestChainAllocBudget guards, without timing anything, what one run of
+// the three built-ins through the executor allocates (the whole path: the
+// executor, the plugin client, the plugins, the metrics' observer seam).
+// The budget is what a run costs today; one allocation more per run (let
+// alone per invocation) fails. When a change lowers the count, lower the
+// budget with it; when a change must raise it, say why in the commit.
+//
+// Today's 2: the executor's state of the run, and the string pii_filter's
+// walk hands its detector. No timer is armed (no plugin of the chain can
+// block), no plugin context is copied, and a plugin that continues
+// unchanged shares one reply (the budget was 53 before that).
+func TestChainAllocBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		args   int
+		budget float64
+	}{
+		{"echo", len("hello"), 2},
+		{"1KB", 1 << 10, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := &countingObserver{}
+			c := newChain(t, chainPlugins, tc.args, obs)
+			c.run(t) // warm the pools
+			const runs = 200
+			before := obs.n.Load()
+			got := testing.AllocsPerRun(runs, func() { c.run(t) })
+			// Every plugin ran on every run (AllocsPerRun adds one warm-up
+			// run): the budget counts invocations, not skips.
+			if n := obs.n.Load() - before; n != int64(len(chainPlugins)*(runs+1)) {
+				t.Fatalf("%d invocations observed, want %d", n, len(chainPlugins)*(runs+1))
+			}
+			if got > tc.budget {
+				t.Errorf("a run of three built-ins allocates %v times, budget %v", got, tc.budget)
+			} else if got < tc.budget {
+				t.Logf("a run allocates %v times, under the budget of %v: lower the budget", got, tc.budget)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ type run struct {
 	stoppedBy  string
 	users      lazyUsers
 	view       cpex.PluginContext // what view lends the serial plugins that cannot block
+	deadline   clockDeadline      // the hook deadline when the hook's plugins cannot block
 }
 
 func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }

@@ -63,7 +63,14 @@
 // context). Being called on the run's goroutine, a serial (sequential,
 // transform, audit) plugin that cannot block also gets the request's plugin
 // context without the copies that let other plugins' calls outlive a
-// change to it: it must not modify or keep it.
+// change to it: it must not modify or keep it. When no plugin of a hook can
+// block (fire_and_forget ones aside, which run on their own context), the
+// hook deadline itself arms no timer either: the hook's context reads the
+// clock when asked for its error, and arms a timer only if something waits
+// for it (Done), so a plugin declared non-blocking wrongly is still cut at
+// the deadline. Which plugins cannot block is asked once per generation
+// of the plugin set; every plugin, blocking or not, still runs through the
+// same phases, conditions, on_error, Observer and plugin interface.
 package executor
 
 import (
@@ -307,8 +314,6 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 	if rc == nil {
 		rc = NewRequestContext(cpex.GlobalContext{})
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.hookTimeout)
-	defer cancel()
 	r := &run{
 		e:      e,
 		hook:   hook,
@@ -317,6 +322,15 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 		users:  lazyUsers{user: rc.Global.User},
 		cur:    payload,
 		log:    runLog{log: &e.log, hook: hook, requestID: rc.Global.RequestID},
+	}
+	if hp.nonBlocking { // see Timeouts
+		r.deadline.init(ctx, e.hookTimeout)
+		defer r.deadline.stop()
+		ctx = &r.deadline
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.hookTimeout)
+		defer cancel()
 	}
 	r.runSerial(ctx, hp)
 	if !r.halted() {

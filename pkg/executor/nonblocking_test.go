@@ -175,3 +175,41 @@ func TestNonBlockingPluginContext(t *testing.T) {
 		t.Errorf("post hook: %+v, want the state the pre hook returned", seen[1])
 	}
 }
+
+// A hook whose plugins all cannot block has its deadline read from the
+// clock: a plugin not yet called once it has passed fails as under a
+// timer, and a plugin that does wait (declared non-blocking wrongly) is
+// still cut at the deadline.
+func TestNonBlockingHookClockDeadline(t *testing.T) {
+	f := newFake(onErr(plug("slow", config.ModeSequential, 1), config.OnErrorIgnore), plug("next", config.ModeSequential, 2))
+	f.set("slow", func(ctx context.Context, p json.RawMessage, pc *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+		time.Sleep(60 * time.Millisecond) // computes past the deadline
+		return okH()(ctx, p, pc)
+	})
+	obs := &recorder{}
+	e := newNonBlockingExec(t, f, []string{"slow", "next"}, Options{
+		Settings: config.PluginSettings{PluginTimeout: config.NewSeconds(time.Minute)}, HookTimeout: 30 * time.Millisecond, Observer: obs})
+	out := e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
+	if out.Err == nil || out.Err.Plugin != "next" || !out.Err.Timeout || !errors.Is(out.Err, ErrHookDeadline) {
+		t.Fatalf("err = %#v, want next failing on the hook deadline", out.Err)
+	}
+	if diff := cmp.Diff([]string{"slow:allow", "next:timeout"}, obs.outcomes()); diff != "" {
+		t.Errorf("outcomes: %s", diff)
+	}
+
+	f.set("slow", waitH())
+	obs2 := &recorder{}
+	e2 := newNonBlockingExec(t, f, []string{"slow", "next"}, Options{
+		Settings: config.PluginSettings{PluginTimeout: config.NewSeconds(time.Minute)}, HookTimeout: 30 * time.Millisecond, Observer: obs2})
+	start := time.Now()
+	out = e2.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a waiting plugin held the hook %v", d)
+	}
+	if out.Err == nil || out.Err.Plugin != "next" || !errors.Is(out.Err, ErrHookDeadline) {
+		t.Errorf("err = %#v, want next failing on the hook deadline", out.Err)
+	}
+	if diff := cmp.Diff([]string{"slow:timeout", "next:timeout"}, obs2.outcomes()); diff != "" {
+		t.Errorf("outcomes: %s", diff)
+	}
+}

@@ -42,6 +42,9 @@ type entry struct {
 // priority (config order among equals).
 type hookPlan struct {
 	phases [numPhases][]*entry
+	// nonBlocking: no plugin the hook waits for can block; its deadline
+	// needs no timer (clockDeadline).
+	nonBlocking bool
 }
 
 // snapshot is the plan of every hook for one generation of the plugin set.
@@ -83,8 +86,12 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 		}
 	}
 	for _, hp := range s.hooks {
-		for _, ph := range hp.phases {
+		hp.nonBlocking = true
+		for i, ph := range hp.phases {
 			slices.SortStableFunc(ph, func(a, b *entry) int { return a.priority - b.priority })
+			if i != phaseFireAndForget { // they run after the hook, on their own context
+				hp.nonBlocking = hp.nonBlocking && !slices.ContainsFunc(ph, func(e *entry) bool { return !e.nonBlocking })
+			}
 		}
 	}
 	return s
