@@ -37,7 +37,9 @@ func BenchmarkBuiltinLayers(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := executor.New(pool, executor.Options{})
+	// As the sidecar's plugin set does, the executor is told the plugin
+	// cannot block.
+	e := executor.New(&nonBlockingPool{pool, conn.NonBlocking()}, executor.Options{})
 	defer e.Close(ctx)
 	payload, pctx := toolPrePayload(), pluginContext()
 	b.Run("conn", func(b *testing.B) {
@@ -67,3 +69,12 @@ func BenchmarkBuiltinLayers(b *testing.B) {
 		}
 	})
 }
+
+// nonBlockingPool is a pool of one in-process plugin that says whether it
+// can block, as the sidecar's plugin set says it (executor.NonBlocking).
+type nonBlockingPool struct {
+	*pluginclient.Pool
+	nonBlocking bool
+}
+
+func (p *nonBlockingPool) NonBlocking(string) bool { return p.nonBlocking }
