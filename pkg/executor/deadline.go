@@ -20,6 +20,8 @@ import (
 type clockDeadline struct {
 	parent   context.Context
 	deadline time.Time
+	start    time.Time     // with its monotonic reading: time.Since reads one clock, time.Now two
+	limit    time.Duration // deadline - start
 	once     sync.Once
 	armed    atomic.Pointer[armedDeadline]
 }
@@ -33,11 +35,12 @@ type armedDeadline struct {
 // init bounds parent by timeout. A clockDeadline is used in place (it
 // lives in the run's state) and not copied afterwards.
 func (c *clockDeadline) init(parent context.Context, timeout time.Duration) {
-	d := time.Now().Add(timeout)
+	now := time.Now()
+	d := now.Add(timeout)
 	if pd, ok := parent.Deadline(); ok && pd.Before(d) {
 		d = pd
 	}
-	c.parent, c.deadline = parent, d
+	c.parent, c.deadline, c.start, c.limit = parent, d, now, d.Sub(now)
 }
 
 // arm returns the real deadline context, making it on first use.
@@ -70,7 +73,7 @@ func (c *clockDeadline) Err() error {
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if !time.Now().Before(c.deadline) {
+	if time.Since(c.start) >= c.limit {
 		return context.DeadlineExceeded
 	}
 	return nil
