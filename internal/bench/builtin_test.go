@@ -5,11 +5,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
+	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
+	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
+	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
 // BenchmarkBuiltinLayers splits one in-process deny_filter invocation on
@@ -37,7 +43,9 @@ func BenchmarkBuiltinLayers(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	e := executor.New(pool, executor.Options{})
+	// As the sidecar's plugin set does, the executor is told the plugin
+	// cannot block.
+	e := executor.New(&nonBlockingPool{pool, conn.NonBlocking()}, executor.Options{})
 	defer e.Close(ctx)
 	payload, pctx := toolPrePayload(), pluginContext()
 	b.Run("conn", func(b *testing.B) {
@@ -66,4 +74,86 @@ func BenchmarkBuiltinLayers(b *testing.B) {
 			}
 		}
 	})
+}
+
+// nonBlockingPool is a pool of one in-process plugin that says whether it
+// can block, as the sidecar's plugin set says it (executor.NonBlocking).
+type nonBlockingPool struct {
+	*pluginclient.Pool
+	nonBlocking bool
+}
+
+func (p *nonBlockingPool) NonBlocking(string) bool { return p.nonBlocking }
+
+// builtinProcessor is the sidecar's request path for a config of built-in
+// plugins only, wired as internal/sidecar wires it (inProcess, the plugin
+// set's NonBlocking), without gRPC: table 13's tool call, in memory.
+func builtinProcessor(b *testing.B, pluginsYAML string) *processor.Server {
+	b.Helper()
+	cfg, err := config.Parse([]byte("plugins:\n"+pluginsYAML+"extproc:\n  mcp_paths: [\"/mcp\"]\n"), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	var clients []*pluginclient.Client
+	nb := map[string]bool{}
+	for _, p := range cfg.Plugins {
+		conn, err := builtin.Open(p.Name, p.Kind, p.Config)
+		if err != nil {
+			b.Fatal(err)
+		}
+		nb[p.Name] = conn.NonBlocking()
+		c, err := pluginclient.New(p, cfg.PluginSettings, pluginclient.Options{
+			Dialer: func(context.Context) (pluginclient.Conn, error) { return conn, nil }, Slots: 1, HealthCheckInterval: -1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		c.Start(ctx)
+		b.Cleanup(func() { _ = c.Close(context.Background()) })
+		clients = append(clients, c)
+	}
+	pool, err := pluginclient.PoolOf(clients...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := executor.New(&namedNonBlockingPool{pool, nb}, executor.Options{Settings: cfg.PluginSettings, HookTimeout: cfg.HookTimeout(),
+		Observer: metrics.New(prometheus.NewRegistry())})
+	b.Cleanup(func() { _ = e.Close(context.Background()) })
+	ident, err := identity.New(cfg.Extproc.Identity)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ruleSet, _ := rules.Compile(cfg.Extproc.Rules, rules.Options{})
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: e, Identity: ident, Rules: ruleSet}
+	return processor.New(processor.Options{Logger: Logger(), Snapshot: func() *processor.Snapshot { return snap }})
+}
+
+type namedNonBlockingPool struct {
+	*pluginclient.Pool
+	nb map[string]bool
+}
+
+func (p *namedNonBlockingPool) NonBlocking(plugin string) bool { return p.nb[plugin] }
+
+// BenchmarkBuiltinCallInMemory is table 13's tool call without gRPC: the
+// echo tools/call through the processor with the three built-ins, and
+// with the one built-in whose condition no call matches (no plugin run).
+func BenchmarkBuiltinCallInMemory(b *testing.B) {
+	ctx := context.Background()
+	p, ok, err := preparedToolsCall()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &Driver{}
+	for _, bc := range []struct{ name, yaml string }{{"three", builtinPluginsYAML}, {"idle", idlePluginYAML}} {
+		b.Run(bc.name, func(b *testing.B) {
+			op := exchangeOp(d, &Endpoint{Name: bc.name, Client: Pipe(builtinProcessor(b, bc.yaml))}, p, ok)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := op(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

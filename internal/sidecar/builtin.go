@@ -11,16 +11,22 @@ import (
 // inProcess sets opts so that the client of a built-in plugin (p.Builtin)
 // calls the plugin in this process instead of a plugin server: one slot
 // whose connection is the plugin itself. The executor, metrics and spans
-// see it as any other plugin. Other plugins are left as they are.
-func inProcess(p config.Plugin, opts *pluginclient.Options) error {
+// see it as any other plugin, except that one which cannot block gets no
+// timer per call (nonBlocking; see executor.NonBlocking). Other plugins are
+// left as they are.
+func inProcess(p config.Plugin, opts *pluginclient.Options) (nonBlocking bool, err error) {
 	if !p.Builtin() {
-		return nil
+		return false, nil
 	}
 	conn, err := builtin.Open(p.Name, p.Kind, p.Config)
 	if err != nil {
-		return err
+		return false, err
 	}
 	opts.Dialer = func(context.Context) (pluginclient.Conn, error) { return conn, nil }
 	opts.Slots = 1
-	return nil
+	return conn.NonBlocking(), nil
 }
+
+// NonBlocking implements executor.NonBlocking: the built-in plugins that
+// only compute.
+func (s *pluginSet) NonBlocking(plugin string) bool { return s.nonBlocking[plugin] }

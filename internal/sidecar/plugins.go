@@ -26,6 +26,8 @@ type pluginSet struct {
 	local    map[string]config.Plugin // the local config each client was built from
 	settings config.PluginSettings
 	sessions int // extproc.plugin_sessions the clients were built with
+	// nonBlocking: the built-ins that cannot block (builtin.go).
+	nonBlocking map[string]bool
 }
 
 // buildPluginSet makes the set for cfg, reusing the clients of prev whose
@@ -33,18 +35,22 @@ type pluginSet struct {
 // it created (to Start) and the clients of prev no longer used (to Close).
 func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *metrics.Metrics) (set *pluginSet, created, removed []*pluginclient.Client, err error) {
 	set = &pluginSet{clients: make([]*pluginclient.Client, 0, len(cfg.Plugins)), local: map[string]config.Plugin{},
-		settings: cfg.PluginSettings, sessions: cfg.Extproc.PluginSessions}
+		settings: cfg.PluginSettings, sessions: cfg.Extproc.PluginSessions, nonBlocking: map[string]bool{}}
 	for _, p := range cfg.Plugins {
 		c, reused := prev.reusable(p, set)
-		if !reused {
+		if reused {
+			set.nonBlocking[p.Name] = prev.nonBlocking[p.Name]
+		} else {
 			opts := pluginclient.Options{Logger: log, Observer: m, Slots: set.sessions}
-			if err = inProcess(p, &opts); err == nil { // builtin.go
+			var nonBlocking bool
+			if nonBlocking, err = inProcess(p, &opts); err == nil { // builtin.go
 				c, err = pluginclient.New(p, cfg.PluginSettings, opts)
 			}
 			if err != nil {
 				closeClients(context.Background(), created)
 				return nil, nil, nil, err
 			}
+			set.nonBlocking[p.Name] = nonBlocking
 			created = append(created, c)
 		}
 		set.clients, set.local[p.Name] = append(set.clients, c), p

@@ -112,6 +112,7 @@ func hookList(hooks []cpex.HookType) string {
 type Conn struct {
 	name string
 	p    plugin.Plugin
+	cont *cpex.InvokeHookReply // the reply of every "continue unchanged"
 }
 
 // Open builds the plugin of an entry (its name, kind and config: block).
@@ -124,7 +125,14 @@ func Open(name, kind string, cfg map[string]any) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("plugin %q (%s): %w", name, spec.Name, err)
 	}
-	return &Conn{name: name, p: p}, nil
+	return &Conn{name: name, p: p, cont: &cpex.InvokeHookReply{PluginName: name, Result: &cpex.PluginResult{}}}, nil
+}
+
+// NonBlocking reports whether the plugin cannot block (plugin.NonBlocking):
+// its invocation only computes, so the executor needs no timer for it.
+func (c *Conn) NonBlocking() bool {
+	nb, ok := c.p.(plugin.NonBlocking)
+	return ok && nb.NonBlocking()
 }
 
 // PluginConfig answers get_plugin_config: the plugin's name only, so the
@@ -138,7 +146,9 @@ func (c *Conn) PluginConfig(_ context.Context, name string) (json.RawMessage, bo
 }
 
 // InvokeHook runs the plugin. A plugin failure is an error reply, as a
-// plugin server sends it; only a done ctx is an error.
+// plugin server sends it; only a done ctx is an error. The reply of a
+// plugin that continues unchanged (a nil result) is one shared value:
+// replies are read, never modified.
 func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, _ string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -153,7 +163,7 @@ func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, _ string, pay
 		}}, nil
 	}
 	if res == nil {
-		res = &cpex.PluginResult{}
+		return c.cont, nil
 	}
 	if res.Violation != nil && res.Violation.PluginName == "" {
 		res.Violation.PluginName = c.name

@@ -97,3 +97,33 @@ func TestCheck(t *testing.T) {
 		t.Errorf("unknown kind: %+v", is)
 	}
 }
+
+// TestNonBlocking: every built-in plugin is called without a timer (it
+// only computes), but a rate limiter on Redis, which waits on the network.
+func TestNonBlocking(t *testing.T) {
+	configs := map[string]map[string]any{
+		"deny_filter":    {"words": []any{"a"}},
+		"search_replace": {"words": []any{map[string]any{"search": "a", "replace": "b"}}},
+	}
+	for _, s := range Specs() {
+		c, err := Open(s.Name, s.Kinds[0], configs[s.Name])
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name, err)
+		}
+		if !c.NonBlocking() {
+			t.Errorf("%s: may block, want not", s.Name)
+		}
+		if err := c.Close(); err != nil {
+			t.Error(err)
+		}
+	}
+	c, err := Open("Limit", "plugins.rate_limiter.rate_limiter.RateLimiterPlugin",
+		map[string]any{"by_user": "10/m", "backend": "redis", "redis_url": "redis://127.0.0.1:1/0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.NonBlocking() {
+		t.Error("rate_limiter on Redis: cannot block, want may block")
+	}
+}

@@ -18,7 +18,7 @@ type run struct {
 	hook   cpex.HookType
 	rc     *RequestContext
 	target Target
-	log    zerolog.Logger
+	log    runLog
 
 	cur        json.RawMessage // the payload as the chain has made it
 	result     json.RawMessage // a hook's answer that is not a payload (httphooks.go)
@@ -28,9 +28,29 @@ type run struct {
 	err        *PluginError
 	stoppedBy  string
 	users      lazyUsers
+	view       cpex.PluginContext // what view lends the serial plugins that cannot block
+	deadline   clockDeadline      // the hook deadline when the hook's plugins cannot block
 }
 
 func (r *run) halted() bool { return r.violation != nil || r.err != nil || r.stoppedBy != "" }
+
+// runLog starts the log events of one run: the executor's logger with the
+// run's hook and request_id. Each event adds the two fields itself instead
+// of a logger made per run, so that a run logging nothing (the levels are
+// off) costs nothing; the lines are the same.
+type runLog struct {
+	log       *zerolog.Logger
+	hook      cpex.HookType
+	requestID string
+}
+
+func (l runLog) event(level zerolog.Level) *zerolog.Event {
+	return l.log.WithLevel(level).Str("hook", string(l.hook)).Str("request_id", l.requestID)
+}
+
+func (l runLog) Debug() *zerolog.Event { return l.event(zerolog.DebugLevel) }
+func (l runLog) Info() *zerolog.Event  { return l.event(zerolog.InfoLevel) }
+func (l runLog) Warn() *zerolog.Event  { return l.event(zerolog.WarnLevel) }
 
 // lazyUsers computes the user strings conditions match against once, and
 // only when a condition needs them.
@@ -68,7 +88,13 @@ func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
 			if !r.eligible(en) {
 				continue
 			}
-			rep := r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name), r.rc.Secrets)
+			pctx := &r.view
+			if en.nonBlocking {
+				r.rc.view(en.key, pctx)
+			} else {
+				pctx = r.rc.pluginContext(en.key)
+			}
+			rep := r.e.invoke(ctx, en, r.hook, r.cur, pctx, r.rc.Secrets)
 			r.handle(en, rep)
 			if r.halted() {
 				return
@@ -92,7 +118,7 @@ func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
 		return
 	case 1: // nothing to run in parallel with
 		en := list[0]
-		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.PluginContext(en.name), r.rc.Secrets))
+		r.handle(en, r.e.invoke(ctx, en, r.hook, r.cur, r.rc.pluginContext(en.key), r.rc.Secrets))
 		return
 	}
 	cctx, cancel := context.WithCancel(ctx)
@@ -103,7 +129,7 @@ func (r *run) runConcurrent(ctx context.Context, entries []*entry) {
 	}
 	results := make(chan done, len(list))
 	for _, en := range list {
-		pctx := r.rc.PluginContext(en.name)
+		pctx := r.rc.pluginContext(en.key)
 		go func(payload json.RawMessage) {
 			results <- done{en, r.e.invoke(cctx, en, r.hook, payload, pctx, r.rc.Secrets)}
 		}(r.cur)
@@ -213,7 +239,7 @@ func (r *run) fireAndForget(entries []*entry) {
 			continue
 		}
 		e, hook, log := r.e, r.hook, r.log
-		payload, pctx, secrets := bytes.Clone(r.cur), r.rc.PluginContext(en.name), r.rc.Secrets
+		payload, pctx, secrets := bytes.Clone(r.cur), r.rc.pluginContext(en.key), r.rc.Secrets
 		started := e.spawn(func(ctx context.Context) {
 			rep := e.invoke(ctx, en, hook, payload, pctx, secrets)
 			if pe := rep.err; pe != nil {

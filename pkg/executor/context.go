@@ -59,16 +59,36 @@ func NewRequestContext(g cpex.GlobalContext) *RequestContext {
 // caller may hand the result to another goroutine while rc changes; nested
 // values are shared and must not be modified.
 func (rc *RequestContext) PluginContext(plugin string) *cpex.PluginContext {
+	return rc.pluginContext(strings.ToLower(plugin))
+}
+
+// pluginContext is PluginContext of the plugin whose lower-case name is
+// key.
+func (rc *RequestContext) pluginContext(key string) *cpex.PluginContext {
 	g := rc.Global
 	g.State = cloneMap(g.State)
 	g.Metadata = cloneMap(g.Metadata)
 	pc := &cpex.PluginContext{GlobalContext: g}
-	if l := rc.locals[strings.ToLower(plugin)]; l != nil {
+	if l := rc.locals[key]; l != nil {
 		pc.State = cloneMap(l.state)
 		pc.Metadata = cloneMap(l.metadata)
 	} else {
 		pc.State = map[string]any{}
 		pc.Metadata = map[string]any{}
+	}
+	return pc
+}
+
+// view fills pc with the context of the plugin whose lower-case name is
+// key, sharing rc's maps instead of copying them (a plugin without a local
+// context gets nil State and Metadata), and returns pc. It is for plugins
+// that cannot block, called on the run's goroutine: they return before rc
+// changes, and must not modify the maps or keep them (plugin.Plugin in
+// pkg/builtin says so).
+func (rc *RequestContext) view(key string, pc *cpex.PluginContext) *cpex.PluginContext {
+	*pc = cpex.PluginContext{GlobalContext: rc.Global}
+	if l := rc.locals[key]; l != nil {
+		pc.State, pc.Metadata = l.state, l.metadata
 	}
 	return pc
 }

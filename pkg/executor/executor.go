@@ -50,6 +50,27 @@
 // must stay under Envoy's ext_proc message_timeout so the verdict reaches
 // Envoy before Envoy gives up on the message. Plugins not yet called when
 // the hook deadline passes fail with [ErrHookDeadline] under their on_error.
+//
+// A plugin that cannot block ([NonBlocking]: one running in this process
+// whose invocation only computes, as pkg/builtin's do) is not given a timer
+// of its own, since a timer cannot stop it: it returns when its work is
+// done, whatever its context says, and arming and stopping a timer was most
+// of what calling it cost. It is called with the hook's context (so the
+// hook deadline is checked before it starts, as for any plugin), and its
+// plugin_timeout is checked when it returns: a failure returned after
+// plugin_timeout is a timeout, as the timer would have made it; a result
+// is kept, as it was under a timer (a built-in does not look at its
+// context). Being called on the run's goroutine, a serial (sequential,
+// transform, audit) plugin that cannot block also gets the request's plugin
+// context without the copies that let other plugins' calls outlive a
+// change to it: it must not modify or keep it. When no plugin of a hook can
+// block (fire_and_forget ones aside, which run on their own context), the
+// hook deadline itself arms no timer either: the hook's context reads the
+// clock when asked for its error, and arms a timer only if something waits
+// for it (Done), so a plugin declared non-blocking wrongly is still cut at
+// the deadline. Which plugins cannot block is asked once per generation
+// of the plugin set; every plugin, blocking or not, still runs through the
+// same phases, conditions, on_error, Observer and plugin interface.
 package executor
 
 import (
@@ -79,6 +100,18 @@ type Plugins interface {
 	// of them changes. It is called once per Applies and Run, so it should
 	// be cheap; the executor does not modify the returned slice.
 	Effective() (gen uint64, plugins []config.Plugin)
+}
+
+// NonBlocking is implemented by Plugins that can tell which of their
+// plugins cannot block: in-process plugins whose invocation only computes
+// (the built-ins of pkg/builtin, except a rate limiter on Redis). The
+// executor asks once per generation of the plugin set, when it plans, and
+// runs those plugins without a timer of their own (see Timeouts). Plugins
+// that do not implement it have none.
+type NonBlocking interface {
+	// NonBlocking reports whether plugin cannot block: its Invoke returns
+	// without waiting on anything, on the caller's goroutine.
+	NonBlocking(plugin string) bool
 }
 
 // Observer receives one call per plugin invocation, e.g. for metrics. It
@@ -139,6 +172,7 @@ type Executor struct {
 	log           zerolog.Logger
 	pluginTimeout time.Duration
 	hookTimeout   time.Duration
+	nonBlocking   func(plugin string) bool // from Plugins, if it is a NonBlocking
 
 	snap     atomic.Pointer[snapshot]
 	disabled atomic.Pointer[map[string]bool] // copy on write, under mu
@@ -169,6 +203,9 @@ func New(plugins Plugins, opts Options) *Executor {
 	if e.hookTimeout <= 0 {
 		e.hookTimeout = e.pluginTimeout + config.DefaultHookTimeoutMargin
 	}
+	if nb, ok := plugins.(NonBlocking); ok {
+		e.nonBlocking = nb.NonBlocking
+	}
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }
@@ -189,7 +226,7 @@ func (e *Executor) snapshot() *snapshot {
 	if s := e.snap.Load(); s != nil && s.gen == gen {
 		return s
 	}
-	s := buildSnapshot(gen, plugins, e.opts.Settings)
+	s := buildSnapshot(gen, plugins, e.opts.Settings, e.nonBlocking)
 	e.snap.Store(s)
 	return s
 }
@@ -277,8 +314,6 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 	if rc == nil {
 		rc = NewRequestContext(cpex.GlobalContext{})
 	}
-	ctx, cancel := context.WithTimeout(ctx, e.hookTimeout)
-	defer cancel()
 	r := &run{
 		e:      e,
 		hook:   hook,
@@ -286,7 +321,16 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 		target: t,
 		users:  lazyUsers{user: rc.Global.User},
 		cur:    payload,
-		log:    e.log.With().Str("hook", string(hook)).Str("request_id", rc.Global.RequestID).Logger(),
+		log:    runLog{log: &e.log, hook: hook, requestID: rc.Global.RequestID},
+	}
+	if hp.nonBlocking { // see Timeouts
+		r.deadline.init(ctx, e.hookTimeout)
+		defer r.deadline.stop()
+		ctx = &r.deadline
+	} else {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, e.hookTimeout)
+		defer cancel()
 	}
 	r.runSerial(ctx, hp)
 	if !r.halted() {
@@ -376,8 +420,12 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 		return reply{err: &PluginError{Plugin: en.name, Hook: hook, Cause: cause, Timeout: errors.Is(err, context.DeadlineExceeded)}}
 	}
 	start := time.Now()
-	cctx, cancel := context.WithTimeout(ctx, e.pluginTimeout)
-	defer cancel()
+	cctx := ctx
+	if !en.nonBlocking { // a timer could not stop the others: see Timeouts
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, e.pluginTimeout)
+		defer cancel()
+	}
 	rep, err := e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
 	r := reply{dur: time.Since(start)}
 	pe := replyError(rep, err, err != nil && e.opts.IsDown != nil && e.opts.IsDown(err))
@@ -386,9 +434,15 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 		return r
 	}
 	pe.Plugin, pe.Hook, pe.own = en.name, hook, ctx.Err() == nil
-	if err != nil && !pe.Timeout && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+	switch {
+	case pe.Timeout:
+	case err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
 		pe.Timeout = true
 		pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
+	case en.nonBlocking && r.dur >= e.pluginTimeout:
+		// The failure a per-plugin timer would have turned into one.
+		pe.Timeout = true
+		pe.Cause = fmt.Errorf("%w (after %v: %w)", pe.Cause, r.dur, context.DeadlineExceeded)
 	}
 	pe.redact(secrets)
 	r.err = pe

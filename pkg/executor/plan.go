@@ -32,12 +32,19 @@ type entry struct {
 	onError    config.OnError
 	priority   int
 	conditions []config.Condition
+	// nonBlocking: the plugin runs in this process and cannot block
+	// ([NonBlocking]); it gets no timer of its own and a view of the
+	// request context instead of a copy.
+	nonBlocking bool
 }
 
 // hookPlan is the plugins of one hook, by phase, each phase in ascending
 // priority (config order among equals).
 type hookPlan struct {
 	phases [numPhases][]*entry
+	// nonBlocking: no plugin the hook waits for can block; its deadline
+	// needs no timer (clockDeadline).
+	nonBlocking bool
 }
 
 // snapshot is the plan of every hook for one generation of the plugin set.
@@ -47,7 +54,8 @@ type snapshot struct {
 }
 
 // buildSnapshot plans every hook for a generation of the merged configs.
-func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings) *snapshot {
+// nonBlocking, if not nil, tells the plugins that cannot block.
+func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings, nonBlocking func(string) bool) *snapshot {
 	s := &snapshot{gen: gen, hooks: map[cpex.HookType]*hookPlan{}}
 	for i := range plugins {
 		p := &plugins[i]
@@ -64,6 +72,7 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 			priority:   p.EffectivePriority(),
 			conditions: slices.Clone(p.Conditions),
 		}
+		e.nonBlocking = nonBlocking != nil && nonBlocking(p.Name)
 		for j, h := range p.Hooks {
 			if slices.Contains(p.Hooks[:j], h) {
 				continue // listed twice: run once
@@ -77,8 +86,12 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 		}
 	}
 	for _, hp := range s.hooks {
-		for _, ph := range hp.phases {
+		hp.nonBlocking = true
+		for i, ph := range hp.phases {
 			slices.SortStableFunc(ph, func(a, b *entry) int { return a.priority - b.priority })
+			if i != phaseFireAndForget { // they run after the hook, on their own context
+				hp.nonBlocking = hp.nonBlocking && !slices.ContainsFunc(ph, func(e *entry) bool { return !e.nonBlocking })
+			}
 		}
 	}
 	return s

@@ -102,24 +102,21 @@ func ModeVerdict(v Verdict, m config.Mode) Verdict {
 }
 
 // replyError returns the failure an answer stands for, or nil when it
-// carries a result. Plugin and Hook are left for the caller.
+// carries a result (without allocating: that is every invocation's path).
+// Plugin and Hook are left for the caller.
 func replyError(rep *cpex.InvokeHookReply, err error, down bool) *PluginError {
-	pe := &PluginError{}
 	switch {
 	case err != nil:
-		pe.Cause, pe.Down, pe.Timeout = err, down, errors.Is(err, context.DeadlineExceeded)
+		return &PluginError{Cause: err, Down: down, Timeout: errors.Is(err, context.DeadlineExceeded)}
 	case rep == nil:
-		pe.Cause = fmt.Errorf("%w: no reply", ErrInvalidReply)
+		return &PluginError{Cause: fmt.Errorf("%w: no reply", ErrInvalidReply)}
 	case rep.Error != nil:
 		m := *rep.Error
-		pe.Model = &m
-		pe.Cause = fmt.Errorf("%w: %s", ErrPluginReported, describeModel(&m))
+		return &PluginError{Model: &m, Cause: fmt.Errorf("%w: %s", ErrPluginReported, describeModel(&m))}
 	case rep.Result == nil:
-		pe.Cause = fmt.Errorf("%w: neither result nor error", ErrInvalidReply)
-	default:
-		return nil
+		return &PluginError{Cause: fmt.Errorf("%w: neither result nor error", ErrInvalidReply)}
 	}
-	return pe
+	return nil
 }
 
 // verdict names a failure.

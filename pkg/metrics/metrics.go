@@ -38,6 +38,7 @@ type Metrics struct {
 	sess            sessionMetrics     // sessions.go
 	attr            attributionMetrics // attribution.go
 	rules           ruleMetrics        // rules.go
+	inv             invokeSeries       // invoke.go
 }
 
 // New creates the collectors and registers them on reg.
@@ -113,10 +114,7 @@ func (m *Metrics) BodyInspected(direction string, bytes int) {
 // verdict's String. Invocations that never reached the plugin (down,
 // skipped, dropped) are counted but not timed.
 func (m *Metrics) OnInvoke(plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
-	m.invocations.WithLabelValues(plugin, string(hook), v.String()).Inc()
-	if v.Reached() {
-		m.invokeDuration.WithLabelValues(plugin, string(hook)).Observe(d.Seconds())
-	}
+	m.inv.observe(m, plugin, hook, v, d)
 }
 
 // OnRebuild implements pluginclient.Observer.
@@ -157,11 +155,13 @@ func (m *Metrics) SetPluginState(plugin string, st reconnect.State) {
 
 // ForgetPlugin removes the series of a plugin that left the config.
 func (m *Metrics) ForgetPlugin(plugin string) {
-	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-		m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks, m.pluginState, m.stateChanges,
-	} {
-		v.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
-	}
+	m.inv.forget(plugin, func() {
+		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+			m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks, m.pluginState, m.stateChanges,
+		} {
+			v.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
+		}
+	})
 	m.sess.forget(plugin)
 }
 

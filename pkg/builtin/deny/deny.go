@@ -134,6 +134,9 @@ func (p *Plugin) mayMatch(payload []byte) bool {
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
 
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }
+
 func joinPath(path []string) string {
 	var b strings.Builder
 	for i, e := range path {

@@ -279,3 +279,6 @@ func wordCut(r []rune, cut, limit int) int {
 
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
+
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }

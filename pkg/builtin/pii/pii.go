@@ -130,7 +130,7 @@ type Plugin struct {
 	maxText  int
 	walker   jsonscan.Walker
 	decs     jsonscan.Decoders
-	scratch  sync.Pool // *scratch
+	calls    sync.Pool // *call
 }
 
 // New builds the filter from its config: block.
@@ -259,67 +259,52 @@ var stages = map[cpex.HookType]stage{
 // errTooLarge is the failure of a string over max_text_bytes.
 var errTooLarge = errors.New("string over max_text_bytes")
 
+// call is the state of one Invoke, pooled with its scratch buffers: the
+// visitor the walker calls is bound to it once, so that a call that finds
+// nothing allocates nothing of its own.
+type call struct {
+	p        *Plugin
+	st       stage
+	sc       scratch
+	count    int
+	found    map[Type]bool
+	tooLarge bool
+	visit    jsonscan.Func // c.rewrite
+}
+
 // Invoke implements plugin.Plugin.
 func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.PluginResult, error) {
 	st, ok := stages[hook]
 	if !ok {
 		return nil, nil
 	}
-	sc, _ := p.scratch.Get().(*scratch)
-	if sc == nil {
-		sc = &scratch{}
+	c, _ := p.calls.Get().(*call)
+	if c == nil {
+		c = &call{p: p, found: map[Type]bool{}}
+		c.visit = c.rewrite
 	}
-	defer p.scratch.Put(sc)
+	defer p.calls.Put(c)
+	c.st, c.count, c.tooLarge = st, 0, false
+	clear(c.found)
 	w := p.walker
 	w.Paths = st.messagesText
-	count := 0
-	found := map[Type]bool{}
-	var tooLarge bool
-	out, changed, err := w.Rewrite(payload, st.member, func(path []string, s string) (string, bool) {
-		if st.messagesText && !(len(path) == 3 && path[0] == "messages" && path[1] == "content" && path[2] == "text") {
-			return "", false
-		}
-		if len(s) > p.maxText {
-			tooLarge = true
-			return "", false
-		}
-		ms := p.det.find(s, p.cl, sc)
-		if len(ms) == 0 {
-			return "", false
-		}
-		count += len(ms)
-		var b strings.Builder
-		at := 0
-		for _, m := range ms {
-			r := &p.det.rules[m.rule]
-			found[r.typ] = true
-			strategy := r.strategy
-			if strategy == "" {
-				strategy = p.strategy
-			}
-			b.WriteString(s[at:m.start])
-			b.WriteString(p.masker.mask(s[m.start:m.end], r.typ, strategy))
-			at = m.end
-		}
-		b.WriteString(s[at:])
-		return b.String(), true
-	})
+	out, changed, err := w.Rewrite(payload, st.member, c.visit)
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("pii_filter: %w", err)
-	case tooLarge:
+	case c.tooLarge:
 		return nil, fmt.Errorf("pii_filter: %w (%d bytes)", errTooLarge, p.maxText)
-	case count == 0:
+	case c.count == 0:
 		return nil, nil
 	case p.block:
-		types := make([]string, 0, len(found))
-		for t := range found {
+		types := make([]string, 0, len(c.found))
+		for t := range c.found {
 			types = append(types, string(t))
 		}
 		sort.Strings(types)
 		return plugin.Block(&cpex.PluginViolation{
 			Reason: st.reason, Description: st.description, Code: st.code,
-			Details: map[string]any{"detected_types": types, "count": count},
+			Details: map[string]any{"detected_types": types, "count": c.count},
 		}), nil
 	case changed:
 		return plugin.Modified(out), nil
@@ -327,5 +312,41 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 	return nil, nil
 }
 
+// rewrite is the walker's visitor: it counts the detections in s and
+// returns it masked.
+func (c *call) rewrite(path []string, s string) (string, bool) {
+	p, st := c.p, &c.st
+	if st.messagesText && !(len(path) == 3 && path[0] == "messages" && path[1] == "content" && path[2] == "text") {
+		return "", false
+	}
+	if len(s) > p.maxText {
+		c.tooLarge = true
+		return "", false
+	}
+	ms := p.det.find(s, p.cl, &c.sc)
+	if len(ms) == 0 {
+		return "", false
+	}
+	c.count += len(ms)
+	var b strings.Builder
+	at := 0
+	for _, m := range ms {
+		r := &p.det.rules[m.rule]
+		c.found[r.typ] = true
+		strategy := r.strategy
+		if strategy == "" {
+			strategy = p.strategy
+		}
+		b.WriteString(s[at:m.start])
+		b.WriteString(p.masker.mask(s[m.start:m.end], r.typ, strategy))
+		at = m.end
+	}
+	b.WriteString(s[at:])
+	return b.String(), true
+}
+
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
+
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }

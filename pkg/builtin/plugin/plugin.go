@@ -24,11 +24,24 @@ type Plugin interface {
 	// external plugin receives it). A nil result with a nil error means
 	// "continue unchanged". An error is a plugin failure: the entry's
 	// on_error decides. Hooks the plugin does not implement continue
-	// unchanged, as a cpex Plugin's default hook does.
+	// unchanged, as a cpex Plugin's default hook does. payload and pctx
+	// (whose maps may be the request's own, or nil) are read-only and are
+	// not kept after Invoke returns.
 	Invoke(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.PluginResult, error)
 	// Close releases what the plugin holds (a Redis client); calls after
 	// Close may fail.
 	Close() error
+}
+
+// NonBlocking is implemented by a [Plugin] whose Invoke may be called
+// without a timer: it only computes, on the caller's goroutine, and waits
+// on nothing (no I/O; no lock held longer than a computation). The
+// executor then calls it without arming a timer per invocation
+// (pkg/executor, Timeouts). A plugin that does not implement it, or whose
+// NonBlocking reports false (a rate limiter on Redis), is called under a
+// timer, as an external plugin is.
+type NonBlocking interface {
+	NonBlocking() bool
 }
 
 // Spec describes one built-in plugin.

@@ -312,3 +312,8 @@ func userOf(g cpex.GlobalContext) string {
 
 // Close implements plugin.Plugin: it closes the Redis client.
 func (p *Plugin) Close() error { return p.store.Close() }
+
+// NonBlocking implements plugin.NonBlocking: with the memory backend
+// Invoke only computes (under a short lock); on Redis it waits on the
+// network.
+func (p *Plugin) NonBlocking() bool { return p.backend == "memory" }

@@ -196,3 +196,6 @@ func messages(err error) []string {
 
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
+
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }

@@ -165,3 +165,6 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
+
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }

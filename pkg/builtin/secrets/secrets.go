@@ -20,6 +20,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"unsafe"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/jsonscan"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
@@ -318,7 +319,9 @@ func (p *Plugin) mayHold(payload []byte) bool {
 	if bytes.IndexByte(payload, '\\') >= 0 {
 		return true
 	}
-	s := string(payload)
+	// The gates only read, and keep nothing: the payload is looked at in
+	// place rather than copied (a copy of every payload, per call).
+	s := unsafe.String(unsafe.SliceData(payload), len(payload))
 	for i := range p.dets {
 		if p.dets[i].gate(s) {
 			return true
@@ -367,3 +370,6 @@ func (p *Plugin) scan(s string, found *[]string) (string, bool) {
 
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
+
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }

@@ -281,3 +281,6 @@ func highlyRestrictive(scripts map[string]bool) bool {
 
 // Close implements plugin.Plugin.
 func (p *Plugin) Close() error { return nil }
+
+// NonBlocking implements plugin.NonBlocking: Invoke only computes.
+func (p *Plugin) NonBlocking() bool { return true }
