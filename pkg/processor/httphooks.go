@@ -185,19 +185,12 @@ func (hh *httpHooks) resolveUser(headers map[string]string, rc *executor.Request
 	if scheme, cred, ok := strings.Cut(headers["authorization"], " "); ok && scheme != "" {
 		p.Credentials = &cpex.HTTPCredentials{Scheme: scheme, Credentials: strings.TrimSpace(cred)}
 	}
-	payload, err := json.Marshal(p)
-	if err != nil {
-		return nil, x.internalError("http_auth_resolve_user payload: " + err.Error())
-	}
-	out := x.snap.Hooks.Run(x.ctx, cpex.HTTPAuthResolveUser, payload, rc, executor.Target{})
-	if r, blocked := x.refusalOf(out, 0, nil, cpex.HTTPAuthResolveUser); blocked {
-		return nil, x.refuseAtHeaders(authRefusal(out, r))
-	}
-	if !out.Modified {
-		return nil, nil
+	modified, refused := hh.identityHook(cpex.HTTPAuthResolveUser, p, rc)
+	if modified == nil {
+		return nil, refused
 	}
 	var u cpex.ResolvedUser
-	if err := json.Unmarshal(out.Payload, &u); err != nil || strings.TrimSpace(u.Email) == "" {
+	if err := json.Unmarshal(modified, &u); err != nil || strings.TrimSpace(u.Email) == "" {
 		x.logger().Info().Msg("http_auth_resolve_user: the user has no email; ignored")
 		return nil, nil
 	}
@@ -216,20 +209,13 @@ func (hh *httpHooks) identityResolve(headers map[string]string, rc *executor.Req
 	if token = strings.TrimSpace(token); !strings.EqualFold(scheme, "bearer") || token == "" {
 		return nil, nil
 	}
-	payload, err := json.Marshal(cpex.IdentityResolvePayload{RawToken: token, Source: "bearer", Headers: headers,
-		ClientHost: hh.client.host, ClientPort: hh.client.port})
-	if err != nil {
-		return nil, x.internalError("identity_resolve payload: " + err.Error())
-	}
-	out := x.snap.Hooks.Run(x.ctx, cpex.IdentityResolve, payload, rc, executor.Target{})
-	if r, blocked := x.refusalOf(out, 0, nil, cpex.IdentityResolve); blocked {
-		return nil, x.refuseAtHeaders(authRefusal(out, r))
-	}
-	if !out.Modified {
-		return nil, nil
+	modified, refused := hh.identityHook(cpex.IdentityResolve, cpex.IdentityResolvePayload{RawToken: token, Source: "bearer", Headers: headers,
+		ClientHost: hh.client.host, ClientPort: hh.client.port}, rc)
+	if modified == nil {
+		return nil, refused
 	}
 	var res cpex.IdentityResolution
-	if err := json.Unmarshal(out.Payload, &res); err != nil || res.Subject == nil || strings.TrimSpace(res.Subject.ID) == "" {
+	if err := json.Unmarshal(modified, &res); err != nil || res.Subject == nil || strings.TrimSpace(res.Subject.ID) == "" {
 		x.logger().Info().Msg("identity_resolve: no subject id; ignored")
 		return nil, nil
 	}
@@ -239,6 +225,25 @@ func (hh *httpHooks) identityResolve(headers map[string]string, rc *executor.Req
 		id.Email = s.ID
 	}
 	return &id, nil
+}
+
+// identityHook runs an identity hook (http_auth_resolve_user,
+// identity_resolve) on payload p; it returns the modified payload, or nil
+// and, when the hook refused the caller, the reply refusing the request.
+func (hh *httpHooks) identityHook(hook cpex.HookType, p any, rc *executor.RequestContext) (json.RawMessage, *extprocv3.ProcessingResponse) {
+	x := hh.x
+	payload, err := json.Marshal(p)
+	if err != nil {
+		return nil, x.internalError(string(hook) + " payload: " + err.Error())
+	}
+	out := x.snap.Hooks.Run(x.ctx, hook, payload, rc, executor.Target{})
+	if r, blocked := x.refusalOf(out, 0, nil, hook); blocked {
+		return nil, x.refuseAtHeaders(authRefusal(out, r))
+	}
+	if !out.Modified {
+		return nil, nil
+	}
+	return out.Payload, nil
 }
 
 // authRefusal makes a refusal of an identity hook a 401 (or the
