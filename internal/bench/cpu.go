@@ -30,7 +30,8 @@ import (
 // Environment of a child process of the cpu scenario.
 const (
 	// ChildEnv names the target the process serves instead of measuring:
-	// "sidecar" or "nothing".
+	// "sidecar" or "nothing", or "stdio-plugin": a plugin server on stdin
+	// and stdout (the transports scenario's STDIO row).
 	ChildEnv = "MCP_EXTPROC_BENCH_CHILD"
 	// ChildConfigEnv holds the sidecar's cpex YAML config.
 	ChildConfigEnv = "MCP_EXTPROC_BENCH_CHILD_CONFIG"
@@ -38,17 +39,21 @@ const (
 
 // ServeChild serves the target that ChildEnv names: it writes the target's
 // gRPC address as one line to stdout, then serves until stdin reaches its
-// end (the parent closed it, or exited) or ctx is done.
+// end (the parent closed it, or exited) or ctx is done. A stdio-plugin
+// child writes no address: it speaks MCP on stdin and stdout until stdin
+// ends.
 func ServeChild(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	var ep *Endpoint
 	var err error
 	switch kind := os.Getenv(ChildEnv); kind {
+	case stdioPluginChild: // MCP on stdin and stdout: no address to print
+		return serveStdioPlugin(ctx, stdin, stdout)
 	case "sidecar":
 		ep, err = StartSidecar(ctx, "sidecar", os.Getenv(ChildConfigEnv))
 	case "nothing":
 		ep, err = Serve("nothing", NewNothing())
 	default:
-		return fmt.Errorf("%s=%q: want sidecar or nothing", ChildEnv, kind)
+		return fmt.Errorf("%s=%q: want sidecar, nothing or %s", ChildEnv, kind, stdioPluginChild)
 	}
 	if err != nil {
 		return err

@@ -45,24 +45,36 @@ type transportPlugin struct {
 	name    string // as in reports
 	section string // the plugin's transport section, YAML flow style
 	direct  hookInvoker
-	calls   *atomic.Int64
+	count   func() int64 // the plugin's calls so far, over every client
 	closers closers
 }
 
 func (t *transportPlugin) Close() error { return t.closers.close() }
 
 // benchTransports lists the transports measured, in report order.
-var benchTransports = []string{"MCP/HTTP", "gRPC TCP", "gRPC UDS", "Unix socket"}
+var benchTransports = []string{"MCP/HTTP", "gRPC TCP", "gRPC UDS", "Unix socket", "STDIO"}
+
+// transportDeny is what the transports scenario's policy plugin denies.
+const transportDeny = `(?i)drop\s+table`
+
+// transportPolicy is the transports scenario's plugin: a policy named name
+// that denies transportDeny on tool_pre_invoke.
+func transportPolicy(name string) (pluginserver.Plugin, error) {
+	return policy.New(policy.Config{Name: name, Deny: []string{transportDeny}, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}, nil)
+}
 
 // startTransportPlugin serves p over the named transport (sockets in dir).
+// Over STDIO the plugin runs in child processes, which cannot be handed p:
+// they serve transportPolicy under p's name (see startStdioPlugin).
 func startTransportPlugin(ctx context.Context, transport string, p pluginserver.Plugin, dir string) (tp *transportPlugin, err error) {
-	tp = &transportPlugin{name: transport, calls: new(atomic.Int64)}
+	calls := new(atomic.Int64)
+	tp = &transportPlugin{name: transport, count: calls.Load}
 	defer func() {
 		if err != nil {
 			err = errors.Join(fmt.Errorf("%s: %w", transport, err), tp.Close())
 		}
 	}()
-	counted := &counting{Plugin: p, calls: tp.calls}
+	counted := &counting{Plugin: p, calls: calls}
 	switch transport {
 	case "MCP/HTTP":
 		ps, err := StartPlugin(p) // counts the calls itself
@@ -70,7 +82,7 @@ func startTransportPlugin(ctx context.Context, transport string, p pluginserver.
 			return tp, err
 		}
 		tp.closers.add(ps)
-		tp.calls = &ps.calls
+		tp.count = ps.calls.Load
 		d, err := DialDirect(ctx, ps.URL, p.Name())
 		if err != nil {
 			return tp, err
@@ -111,6 +123,8 @@ func startTransportPlugin(ctx context.Context, transport string, p pluginserver.
 		c := unixconn.New(path, unixconn.Options{})
 		tp.closers.add(c)
 		tp.direct, tp.section = c, fmt.Sprintf("unix_socket: {path: %q}", path)
+	case "STDIO":
+		return tp, startStdioPlugin(ctx, tp, p.Name(), dir)
 	default:
 		return tp, fmt.Errorf("unknown transport")
 	}
@@ -203,7 +217,7 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 	d := &Driver{}
 	var ops []Op
 	for _, name := range names {
-		pol, err := policy.New(policy.Config{Name: "Policy", Deny: []string{`(?i)drop\s+table`}, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}, nil)
+		pol, err := transportPolicy("Policy")
 		if err != nil {
 			return err
 		}
@@ -224,7 +238,7 @@ func (r *runner) transports(ctx context.Context, names []string) (err error) {
 		}
 		cl.add(noWorkers)
 		for _, ep := range []*Endpoint{sc, noWorkers} {
-			if err := callsOnce(ctx, d, ep, p, ok, tp.calls.Load); err != nil {
+			if err := callsOnce(ctx, d, ep, p, ok, tp.count); err != nil {
 				return err
 			}
 		}
@@ -263,7 +277,8 @@ func (r *runner) transportsTable(names []string, seq, load *Comparison) Table {
 			"ratio p50", "ratio p99", fmt.Sprintf("calls/s sc (%d conc.)", transportWorkers), "direct", "ratio",
 			"no workers p50", "ratio p50", "calls/s", "ratio"},
 		Notes: []string{
-			"sidecar: internal/sidecar.Run with the plugin reached over the transport of the row; direct: the exchange with minimal, then the same invoke_hook over the same transport (go-sdk client for MCP, pkg/pluginclient/grpcconn and unixconn for the others), one after the other.",
+			"sidecar: internal/sidecar.Run with the plugin reached over the transport of the row; direct: the exchange with minimal, then the same invoke_hook over the same transport (go-sdk client for MCP, pkg/pluginclient/grpcconn, unixconn and stdioconn for the others), one after the other.",
+			"STDIO: each sidecar starts its own plugin server child (this binary, mcp: {proto: STDIO, cmd: [...]}); the direct client starts another with pkg/pluginclient/stdioconn; every call crosses two pipes and a process boundary.",
 			"no workers: the same sidecar with StreamWorkers -1 (grpc-go's default, a new goroutine per ext_proc stream) instead of the default stream workers; its ratios are to the same direct call.",
 			"p50/p99 sequential (one exchange at a time); calls/s with concurrent exchanges; every target of every row runs side by side in the same rounds.",
 		},

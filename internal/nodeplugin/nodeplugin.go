@@ -1,7 +1,8 @@
 // Package nodeplugin runs the plugin server of tsplugin/ — a cpex external
 // plugin server written on the official MCP TypeScript SDK (npm, pinned by
-// tsplugin/package-lock.json) — as a real Node.js process on loopback, for
-// the tests and the demo. A restart is the process killed and started again
+// tsplugin/package-lock.json) — as a real Node.js process on loopback,
+// serving Streamable HTTP or the legacy HTTP+SSE transport, for the tests
+// and the demo. A restart is the process killed and started again
 // on the same port, with an empty session store.
 package nodeplugin
 
@@ -42,6 +43,10 @@ type Options struct {
 	KeepAlive time.Duration
 	// Port is the loopback port; 0: a free one.
 	Port int
+	// SSE serves the legacy HTTP+SSE transport (the SDK's
+	// SSEServerTransport: a GET of /sse opens a session, its messages are
+	// POSTed to /messages) instead of Streamable HTTP on /mcp.
+	SSE bool
 }
 
 // Stats is what a server process counted.
@@ -128,8 +133,15 @@ func Start(opts Options) (*Server, error) {
 	return s, nil
 }
 
-// URL returns the endpoint URL, http://127.0.0.1:PORT/mcp.
-func (s *Server) URL() string { return "http://" + s.Addr() + "/mcp" }
+// URL returns the endpoint URL a client is configured with:
+// http://127.0.0.1:PORT/mcp, or with Options.SSE the event stream's
+// http://127.0.0.1:PORT/sse.
+func (s *Server) URL() string {
+	if s.opts.SSE {
+		return "http://" + s.Addr() + "/sse"
+	}
+	return "http://" + s.Addr() + "/mcp"
+}
 
 // Addr returns 127.0.0.1:PORT.
 func (s *Server) Addr() string {
@@ -144,6 +156,9 @@ func (s *Server) env() []string {
 	}
 	if s.opts.KeepAlive > 0 {
 		env = append(env, "KEEPALIVE_MS="+strconv.FormatInt(s.opts.KeepAlive.Milliseconds(), 10))
+	}
+	if s.opts.SSE {
+		env = append(env, "TRANSPORT=sse")
 	}
 	return env
 }

@@ -29,7 +29,12 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(stdioChildEnv) != "" { // a STDIO plugin child (stdio_test.go)
+		os.Exit(stdioChild())
+	}
+	goleak.VerifyTestMain(m)
+}
 
 // The tests run the production wiring (sidecar.Run) in-process: real plugin
 // servers on loopback (internal/plugintest), the strict fake Envoy over real

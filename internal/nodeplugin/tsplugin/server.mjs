@@ -1,5 +1,6 @@
 // A cpex external plugin server on the official MCP TypeScript SDK
-// (McpServer + StreamableHTTPServerTransport, stateful sessions), written
+// (McpServer + StreamableHTTPServerTransport, stateful sessions; or the
+// legacy SSEServerTransport; or StdioServerTransport), written
 // for mcp-extproc's tests the way the SDK's own examples build a server, so
 // that the client meets Node.js's real HTTP habits: an empty chunked 202 to
 // notifications, SSE answers with Content-Length, idle connections closed
@@ -13,7 +14,14 @@
 //
 //   TRANSPORT     "stdio": serve one MCP session on stdin/stdout
 //                 (StdioServerTransport, the sidecar's mcp.proto STDIO)
-//                 instead of HTTP; the process exits when stdin ends
+//                 instead of HTTP; the process exits when stdin ends.
+//                 "sse": serve the legacy HTTP+SSE transport (MCP
+//                 2024-11-05, SSEServerTransport, the sidecar's mcp.proto
+//                 SSE) instead of Streamable HTTP: a GET /sse opens a
+//                 session's event stream, which names the endpoint its
+//                 messages are POSTed to (/messages?sessionId=ID; an
+//                 unknown ID is answered 404, as the SDK's example does).
+//                 Anything else: Streamable HTTP on /mcp.
 //
 // Over HTTP it prints one line "listening PORT" once it serves, answers
 // GET /stats with {initializes, invokes, connections, sessions}, and GET
@@ -27,6 +35,7 @@ import { z } from "zod";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+import { SSEServerTransport } from "@modelcontextprotocol/sdk/server/sse.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 
 const policy = JSON.parse(process.env.POLICY ?? '{"plugins":[{"name":"TSGuard"}]}');
@@ -225,7 +234,8 @@ if (process.env.TRANSPORT === "stdio") {
   serveHTTP();
 }
 
-// serveHTTP serves the SDK's own stateful example's session handling.
+// serveHTTP serves the SDK's own stateful example's session handling, on
+// Streamable HTTP or (TRANSPORT=sse) the legacy HTTP+SSE transport.
 function serveHTTP() {
 
   const transports = {};
@@ -248,6 +258,25 @@ function serveHTTP() {
     res.json(traces);
   });
 
+  if (process.env.TRANSPORT === "sse") serveSSE(app, transports);
+  else serveStreamable(app, transports);
+
+  const httpServer = app.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
+    console.log(`listening ${httpServer.address().port}`);
+  });
+  if (process.env.KEEPALIVE_MS) httpServer.keepAliveTimeout = Number(process.env.KEEPALIVE_MS);
+  httpServer.on("connection", () => stats.connections++);
+  httpServer.on("error", (err) => {
+    console.error(`listen: ${err.message}`);
+    process.exit(3);
+  });
+  for (const sig of ["SIGTERM", "SIGINT"]) process.on(sig, () => process.exit(0));
+}
+
+// serveStreamable serves Streamable HTTP on app's /mcp: one McpServer and
+// StreamableHTTPServerTransport per initialize, kept in transports by
+// session id until it closes.
+function serveStreamable(app, transports) {
   app.post("/mcp", async (req, res) => {
     const sid = req.headers["mcp-session-id"];
     let transport = sid ? transports[sid] : undefined;
@@ -286,15 +315,43 @@ function serveHTTP() {
   }
   app.get("/mcp", sessionRequest);
   app.delete("/mcp", sessionRequest);
+}
 
-  const httpServer = app.listen(Number(process.env.PORT ?? 0), "127.0.0.1", () => {
-    console.log(`listening ${httpServer.address().port}`);
+// serveSSE serves the legacy HTTP+SSE transport on app: one McpServer and
+// SSEServerTransport per GET /sse, kept in transports by session id until
+// its stream closes.
+function serveSSE(app, transports) {
+  app.get("/sse", async (req, res) => {
+    const transport = new SSEServerTransport("/messages", res);
+    const id = transport.sessionId;
+    transports[id] = transport;
+    transport.onclose = () => delete transports[id];
+    try {
+      await newServer().connect(transport);
+    } catch (err) {
+      delete transports[id];
+      console.error(`sse connect: ${err.message}`);
+      if (!res.headersSent) res.status(500).send("cannot open the event stream");
+    }
   });
-  if (process.env.KEEPALIVE_MS) httpServer.keepAliveTimeout = Number(process.env.KEEPALIVE_MS);
-  httpServer.on("connection", () => stats.connections++);
-  httpServer.on("error", (err) => {
-    console.error(`listen: ${err.message}`);
-    process.exit(3);
+
+  app.post("/messages", async (req, res) => {
+    const id = req.query.sessionId;
+    if (!id) {
+      res.status(400).send("Missing sessionId parameter");
+      return;
+    }
+    const transport = transports[id];
+    if (!transport) {
+      res.status(404).send("Session not found");
+      return;
+    }
+    if (isInitializeRequest(req.body)) stats.initializes++;
+    try {
+      await transport.handlePostMessage(req, res, req.body);
+    } catch (err) {
+      console.error(`sse message: ${err.message}`);
+      if (!res.headersSent) res.status(500).send("cannot handle the message");
+    }
   });
-  for (const sig of ["SIGTERM", "SIGINT"]) process.on(sig, () => process.exit(0));
 }
