@@ -2,16 +2,26 @@ package sidecar_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
+	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
@@ -240,5 +250,192 @@ func TestAuditFileOCSF(t *testing.T) {
 	}
 	if got := at(lines[1], "policy", "name"); got != "Guard" {
 		t.Errorf("blocked call: policy.name %v, want Guard", got)
+	}
+}
+
+// stuckCollector is an OTLP logs collector whose first Export blocks until
+// the test releases it: a sink provably stuck in a write.
+type stuckCollector struct {
+	collogs.UnimplementedLogsServiceServer
+	addr    string
+	entered chan struct{} // closed when the first Export has begun
+	release chan struct{} // closed by the test: Exports return
+	once    sync.Once
+
+	mu       sync.Mutex
+	exports  int // Exports begun
+	returned int // Exports returned
+	records  []*logspb.LogRecord
+}
+
+func startStuckCollector(t *testing.T) *stuckCollector {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &stuckCollector{addr: lis.Addr().String(), entered: make(chan struct{}), release: make(chan struct{})}
+	gs := grpc.NewServer()
+	collogs.RegisterLogsServiceServer(gs, c)
+	done := make(chan struct{})
+	go func() { defer close(done); gs.Serve(lis) }()
+	t.Cleanup(func() { c.unblock(); gs.Stop(); <-done })
+	return c
+}
+
+// unblock lets every Export return, now and later.
+func (c *stuckCollector) unblock() { c.once.Do(func() { close(c.release) }) }
+
+// Export implements collogs.LogsServiceServer: it records the request's
+// log records once released.
+func (c *stuckCollector) Export(ctx context.Context, req *collogs.ExportLogsServiceRequest) (*collogs.ExportLogsServiceResponse, error) {
+	c.mu.Lock()
+	c.exports++
+	if c.exports == 1 {
+		close(c.entered)
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.returned++
+		c.mu.Unlock()
+	}()
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rl := range req.GetResourceLogs() {
+		for _, sl := range rl.GetScopeLogs() {
+			c.records = append(c.records, sl.GetLogRecords()...)
+		}
+	}
+	return &collogs.ExportLogsServiceResponse{}, nil
+}
+
+// state is (Exports begun, Exports returned, records received).
+func (c *stuckCollector) state() (int, int, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.exports, c.returned, len(c.records)
+}
+
+// TestAuditSinkStuckNeverDelaysRequests: with the OTLP sink stuck in its
+// first export (the collector holds it) and a queue of one, every call
+// still completes, and its ext_proc stream ends, while the export is
+// provably still in progress; the event after the stuck one waits in the
+// queue, the rest are dropped and counted as queue_full, and once the
+// collector answers the queued event goes out. Nothing here measures time:
+// the proof is the order of events.
+func TestAuditSinkStuckNeverDelaysRequests(t *testing.T) {
+	col := startStuckCollector(t)
+	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
+	cfg := configYAML(pluginEntry("Guard", srv.URL(), "fail", "")) + fmt.Sprintf(`  audit:
+    enabled: true
+    sink: otlp
+    otlp_endpoint: %s
+    queue_size: 1
+    write_timeout: 60
+`, col.addr)
+	sc := startSidecar(t, writeConfig(t, cfg), func(o *sidecar.Options) { o.OTLPInsecure = true })
+	sc.waitReady("Guard")
+
+	passed(t, sc.call("first", nil))
+	select {
+	case <-col.entered: // the sink is in its first write, held by the collector
+	case <-time.After(waitTimeout):
+		t.Fatal("the audit sink never exported the first event")
+	}
+	const more = 5
+	for i := range more {
+		passed(t, sc.call(fmt.Sprintf("call-%d", i), nil))
+	}
+	// Every call has completed, and the sink has not come back from its
+	// first write: the requests did not wait for it.
+	if exports, returned, _ := col.state(); exports != 1 || returned != 0 {
+		t.Fatalf("collector: %d exports begun, %d returned; want the first still held", exports, returned)
+	}
+	// Every stream has ended too (an event is emitted as its stream ends,
+	// after the answer went out: a sink that held the stream would keep it
+	// open), one event waits in the queue, and the others were dropped,
+	// each counted.
+	sc.waitMetric(0, "mcp_extproc_streams_open")
+	sc.waitMetric(more-1, "mcp_extproc_audit_dropped_total", "reason", "queue_full")
+	if exports, returned, _ := col.state(); exports != 1 || returned != 0 {
+		t.Fatalf("collector: %d exports begun, %d returned; want the first still held", exports, returned)
+	}
+
+	col.unblock()
+	eventually(t, "the stuck event and the queued one exported", func() (bool, string) {
+		exports, returned, records := col.state()
+		return records == 2, fmt.Sprintf("%d exports, %d returned, %d records", exports, returned, records)
+	})
+	if got := sc.scrape().value("mcp_extproc_audit_dropped_total"); got != more-1 {
+		t.Errorf("mcp_extproc_audit_dropped_total = %v, want %d (queue_full only)", got, more-1)
+	}
+	if err := sc.stop(); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if _, _, records := col.state(); records != 2 {
+		t.Errorf("collector received %d records after shutdown, want 2", records)
+	}
+}
+
+// logBuffer is a zerolog destination the test can read while the sidecar
+// writes to it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestAuditReload: a reload that changes extproc.audit applies and says
+// that the sink needs a restart: the logger opened at start goes on as it
+// was (the file, the json format); extproc.audit.include applies at once.
+func TestAuditReload(t *testing.T) {
+	guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+	srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	section := func(format string, lists bool) string {
+		return configYAML(pluginEntry("Guard", srv.URL(), "fail", "")) + fmt.Sprintf(`  audit:
+    enabled: true
+    sink: file
+    path: %s
+    format: %s
+    include: {lists: %v}
+`, path, format, lists)
+	}
+	dir := newConfigMapDir(t, section("json", false))
+	logs := &logBuffer{}
+	sc := startSidecar(t, dir.path(), func(o *sidecar.Options) {
+		o.Logger = zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
+	})
+	sc.waitReady("Guard")
+	passed(t, sc.exchange(mcpPost([]byte(toolsList)), upstream(nil, nil, nil))) // not audited
+
+	dir.swap(section("ocsf", true))
+	sc.waitMetric(1, "mcp_extproc_config_reloads_total", "result", "applied")
+	if !strings.Contains(logs.String(), "extproc.audit changed: restart the sidecar to apply it") {
+		t.Errorf("no log line says the audit change needs a restart:\n%s", logs.String())
+	}
+	passed(t, sc.exchange(mcpPost([]byte(toolsList)), upstream(nil, nil, nil))) // audited now
+	a := &auditScene{sc: sc, path: path}
+	lines := a.lines()
+	if len(lines) != 1 || lines[0]["method"] != "tools/list" {
+		t.Fatalf("audit lines %v, want one native json event of the second tools/list", lines)
 	}
 }
