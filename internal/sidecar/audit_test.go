@@ -439,3 +439,42 @@ func TestAuditReload(t *testing.T) {
 		t.Fatalf("audit lines %v, want one native json event of the second tools/list", lines)
 	}
 }
+
+// TestShadowThroughTheSidecar: a rule in mode shadow, and extproc.shadow
+// for a plugin's block, let the call through; the audit event and
+// mcp_extproc_shadow_decisions_total say it would have been refused.
+func TestShadowThroughTheSidecar(t *testing.T) {
+	for _, tc := range []struct {
+		name, extra, tool, by, who, mode string
+	}{
+		{"rule mode shadow", "    - name: no-search\n      deny: 'mcp.name == \"search\"'\n      mode: shadow\n", "search", "rule", "no-search", "enforce"},
+		{"extproc.shadow", "  shadow: true\n", "block", "plugin", "Guard", "shadow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			guard := plugintest.NewScripted("Guard", cpex.ToolPreInvoke)
+			guard.SetFunc(byTool(map[string]pluginserver.HookFunc{
+				"block": plugintest.Block(cpex.PluginViolation{Reason: "denied", Code: "GUARD_DENY"}),
+			}))
+			srv := plugintest.StartPlugins(t, plugintest.GoSDK, nil, guard)
+			path := filepath.Join(t.TempDir(), "audit.jsonl")
+			cfg := configYAML(pluginEntry("Guard", srv.URL(), "fail", "")) + fmt.Sprintf("  audit: {enabled: true, sink: file, path: %s}\n", path)
+			if strings.HasPrefix(tc.extra, "    - ") {
+				cfg += "  rules:\n" + tc.extra
+			} else {
+				cfg += tc.extra
+			}
+			sc := startSidecar(t, writeConfig(t, cfg), nil)
+			sc.waitReady("Guard")
+			passed(t, sc.call(tc.tool, nil))
+			sc.waitMetric(1, "mcp_extproc_shadow_decisions_total", "by", tc.by, "name", tc.who, "decision", "would_deny")
+			lines := (&auditScene{sc: sc, path: path}).lines()
+			if len(lines) != 1 {
+				t.Fatalf("%d audit lines, want 1: %v", len(lines), lines)
+			}
+			e := lines[0]
+			if e["decision"] != "would_deny" || e["mode"] != tc.mode || at(e, "decided_by", "name") != tc.who || e["error_code"] != nil {
+				t.Errorf("event %v: want would_deny by %s in mode %s, no error code", e, tc.who, tc.mode)
+			}
+		})
+	}
+}
