@@ -2,6 +2,7 @@ package deploytest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -18,13 +19,43 @@ func TestAlertRules(t *testing.T) {
 	if r == nil || len(r.rules) == 0 {
 		t.Fatal("manifests/alerts renders no PrometheusRule")
 	}
-	for _, err := range checkAlertRules(r.rules, sidecarMetrics(t), envoyMetrics()) {
+	sidecar, envoy := sidecarMetrics(t), envoyMetrics()
+	for _, err := range checkAlertRules(r.rules, sidecar, envoy) {
 		t.Error(err)
+	}
+	// The check fails when an alert it requires is gone: rename the audit
+	// drop alert's metric in a copy.
+	var broken []*prometheusRule
+	for _, rule := range r.rules {
+		c := *rule
+		c.Spec.Groups = slices.Clone(rule.Spec.Groups)
+		for i := range c.Spec.Groups {
+			c.Spec.Groups[i].Rules = slices.Clone(rule.Spec.Groups[i].Rules)
+			for j := range c.Spec.Groups[i].Rules {
+				a := &c.Spec.Groups[i].Rules[j]
+				a.Expr = strings.ReplaceAll(a.Expr, "mcp_extproc_audit_dropped_total", "mcp_extproc_streams_open")
+			}
+		}
+		broken = append(broken, &c)
+	}
+	errs = checkAlertRules(broken, sidecar, envoy)
+	if !slices.ContainsFunc(errs, func(err error) bool {
+		return strings.Contains(err.Error(), "no alert on mcp_extproc_audit_dropped_total")
+	}) {
+		t.Errorf("without an alert on audit drops, checkAlertRules says %v", errs)
 	}
 }
 
-// checkAlertRules checks the metric names of every rule and that the Envoy
-// counters for an unreachable or timing-out processor are alerted on.
+// alertedSidecarMetrics are the sidecar series an alert must watch: a gap
+// in the audit trail, and what a rule or plugin in shadow would block.
+var alertedSidecarMetrics = []string{
+	"mcp_extproc_audit_dropped_total",
+	"mcp_extproc_shadow_decisions_total",
+}
+
+// checkAlertRules checks the metric names of every rule, that the Envoy
+// counters for an unreachable or timing-out processor are alerted on, and
+// that alertedSidecarMetrics are.
 func checkAlertRules(rules []*prometheusRule, sidecar, envoy map[string]bool) []error {
 	var p problems
 	var used []string
@@ -44,6 +75,11 @@ func checkAlertRules(rules []*prometheusRule, sidecar, envoy map[string]bool) []
 	for _, stat := range []string{"streams_failed", "message_timeouts", "failure_mode_allowed"} {
 		if !slices.Contains(used, envoyExtProcPrefix+stat) {
 			p.addf("no alert on Envoy's %s%s (ext_proc unreachable or timing out)", envoyExtProcPrefix, stat)
+		}
+	}
+	for _, m := range alertedSidecarMetrics {
+		if !slices.Contains(used, m) {
+			p.addf("no alert on %s", m)
 		}
 	}
 	return p.errs

@@ -46,8 +46,8 @@ var labelValuesQuery = regexp.MustCompile(`^label_values\((.*),\s*[A-Za-z_][A-Za
 
 // dashboardCovers are the series the dashboard must show: decisions by
 // outcome, plugin latency, sessions by state, rebuilds by cause, circuit
-// state, what the rules decided and how long they took, and Envoy's
-// ext_proc stats.
+// state, what the rules decided and how long they took, audit events
+// dropped and shadow decisions, and Envoy's ext_proc stats.
 var dashboardCovers = []string{
 	"mcp_extproc_plugin_invocations_total",
 	"mcp_extproc_plugin_invocation_duration_seconds_bucket",
@@ -56,6 +56,8 @@ var dashboardCovers = []string{
 	"mcp_extproc_plugin_circuit_open",
 	"mcp_extproc_rule_decisions_total",
 	"mcp_extproc_rule_evaluation_duration_seconds_bucket",
+	"mcp_extproc_audit_dropped_total",
+	"mcp_extproc_shadow_decisions_total",
 	envoyExtProcPrefix + "streams_failed",
 	envoyExtProcPrefix + "message_timeouts",
 	envoyExtProcPrefix + "failure_mode_allowed",
@@ -141,6 +143,8 @@ func TestDashboard(t *testing.T) {
 			"variable namespace: metric mcp_extproc_stream_open"},
 		{"a topic missing", "mcp_extproc_plugin_session_rebuild_causes_total{", "mcp_extproc_plugin_session_rebuilds_total{",
 			"no panel shows mcp_extproc_plugin_session_rebuild_causes_total"},
+		{"audit drops missing", "mcp_extproc_audit_dropped_total{", "mcp_extproc_audit_dropped{",
+			"no panel shows mcp_extproc_audit_dropped_total"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			broken := regexp.MustCompile(regexp.QuoteMeta(tc.old)).ReplaceAllLiteralString(string(data), tc.new)

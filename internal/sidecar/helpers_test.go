@@ -78,7 +78,7 @@ extproc:
 }
 
 // writeConfig writes a plain config file into a temporary directory.
-func writeConfig(t *testing.T, content string) string {
+func writeConfig(t testing.TB, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "plugins.yaml")
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -144,7 +144,7 @@ func (d *configMapDir) swap(content string) {
 
 // running is one sidecar.Run in a goroutine, with clients of its servers.
 type running struct {
-	t        *testing.T
+	t        testing.TB
 	grpcAddr string
 	adminURL string
 	filter   envoytest.Filter
@@ -157,7 +157,7 @@ type running struct {
 // startSidecar loads the config at path and runs the sidecar on loopback
 // with short poll intervals; mod may change the options. The sidecar is
 // stopped in t.Cleanup, which fails the test if Run does not return nil.
-func startSidecar(t *testing.T, path string, mod func(*sidecar.Options)) *running {
+func startSidecar(t testing.TB, path string, mod func(*sidecar.Options)) *running {
 	t.Helper()
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -508,7 +508,7 @@ func (r *running) health(service string) (healthpb.HealthCheckResponse_ServingSt
 
 // eventually polls cond until it holds, failing the test with cond's last
 // explanation after waitTimeout.
-func eventually(t *testing.T, what string, cond func() (bool, string)) {
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(waitTimeout)
 	for {

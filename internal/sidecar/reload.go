@@ -65,6 +65,10 @@ func (s *sidecar) reload(w *watcher) {
 	if attributionChanged(prev.cfg, cfg) {
 		s.log.Warn().Str("config", w.path).Msg("extproc.attribution changed: it applies at the next start, the store in use is kept")
 	}
+	if auditChanged(prev.cfg, cfg) {
+		s.log.Warn().Str("config", w.path).Bool("audit_on", s.audit != nil).
+			Msg("extproc.audit changed: restart the sidecar to apply it; until then the audit sink opened at start stays as it was (on or off); extproc.audit.include applies now")
+	}
 	gen, created, removed, err := s.build(cfg, prev)
 	if err != nil {
 		s.metrics.Reload(false)

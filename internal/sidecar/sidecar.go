@@ -25,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/buildinfo"
+	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
@@ -118,6 +119,10 @@ type sidecar struct {
 	clientCtx context.Context
 	// tracing is nil unless Options.OTLPEndpoint is set.
 	tracing *tracing
+	// audit is nil unless extproc.audit.enabled was set at start: it is
+	// opened once for the sidecar's life (a reload that changes the
+	// section says it applies at the next start).
+	audit *audit.Logger
 	// pins are the tool pins of every generation (set up with the
 	// attribution store, in its backend).
 	pins toolpin.Store
@@ -184,6 +189,7 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 	defer func() {
 		if err != nil {
 			srv.closeListeners()
+			s.closeAudit(ctx)
 			s.shutdownTracing(ctx)
 		}
 	}()
@@ -198,6 +204,9 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 			return nil, err
 		}
 	}
+	if s.audit, err = s.openAudit(ctx, &s.opts.Config.Extproc.Audit); err != nil {
+		return nil, err
+	}
 	if srv.attr, err = newAttributionStore(&s.opts.Config.Extproc.Attribution, s.opts.Config.Extproc.ToolPinning.TTL, s.metrics, s.log.With().Str("component", "attribution").Logger()); err != nil {
 		return nil, err
 	}
@@ -210,7 +219,21 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 	s.current.Store(gen)
 	s.metrics.ConfigApplied(time.Now())
 
-	srv.proc = processor.New(processor.Options{
+	srv.proc = processor.New(s.processorOptions(srv.attr))
+	srv.grpc = grpc.NewServer(s.grpcOptions()...)
+	extprocv3.RegisterExternalProcessorServer(srv.grpc, srv.proc)
+	srv.health = health.NewServer()
+	healthpb.RegisterHealthServer(srv.grpc, srv.health)
+	srv.ready = &readiness{current: func() *generation { return s.current.Load() }, started: map[string]bool{}}
+	srv.admin = s.adminServer(srv.ready)
+	return srv, nil
+}
+
+// processorOptions are the ext_proc server's options. The audit logger and
+// the tracer are set only when on: a nil one costs the processor nothing
+// per request.
+func (s *sidecar) processorOptions(attr *attributionStore) processor.Options {
+	opts := processor.Options{
 		Logger:   s.log.With().Str("component", "processor").Logger(),
 		Snapshot: func() *processor.Snapshot { return s.current.Load().snap },
 		Observer: s.metrics,
@@ -220,15 +243,17 @@ func (s *sidecar) setUp(ctx context.Context) (_ *servers, err error) {
 		LogBodies:   s.opts.LogBodies,
 		// One memory of forwarded requests and tasks for the sidecar's
 		// life: a reload must not forget what was forwarded before it.
-		Attribution: srv.attr,
-	})
-	srv.grpc = grpc.NewServer(s.grpcOptions()...)
-	extprocv3.RegisterExternalProcessorServer(srv.grpc, srv.proc)
-	srv.health = health.NewServer()
-	healthpb.RegisterHealthServer(srv.grpc, srv.health)
-	srv.ready = &readiness{current: func() *generation { return s.current.Load() }, started: map[string]bool{}}
-	srv.admin = s.adminServer(srv.ready)
-	return srv, nil
+		Attribution: attr,
+	}
+	if s.audit != nil { // never a nil *audit.Logger in the interface
+		opts.Audit = s.audit
+	}
+	if s.tracing != nil {
+		// The server span of each request; the plugin invocation spans
+		// (tracedPlugins) are its children.
+		opts.Tracer = s.tracing.tracer
+	}
+	return opts
 }
 
 // adminServer is the admin HTTP server, with timeouts and a header cap so
@@ -314,8 +339,8 @@ func (s *sidecar) serve(ctx context.Context, srv *servers) error {
 }
 
 // drain reports NOT_SERVING, refuses new streams, lets open ones finish
-// within the grace period, then closes the plugin clients, the admin server
-// and tracing.
+// within the grace period, then closes the audit logger, the plugin
+// clients, the admin server and tracing.
 func (s *sidecar) drain(ctx context.Context, srv *servers, setDrained func()) {
 	s.log.Info().Dur("grace_period", s.opts.GracePeriod).Msg("shutting down: draining streams")
 	srv.ready.draining.Store(true)
@@ -333,8 +358,11 @@ func (s *sidecar) drain(ctx context.Context, srv *servers, setDrained func()) {
 		<-stopped
 	}
 	// The streams are done: retired generations (which open streams may
-	// have been using until now) close at once.
+	// have been using until now) close at once, and the audit events of
+	// the last requests are written (their streams emitted them as they
+	// ended).
 	setDrained()
+	s.closeAudit(ctx)
 	s.retired.Wait()
 	closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
