@@ -75,10 +75,19 @@ func (r *run) eligible(en *entry) bool {
 	}
 	if !matches(en.conditions, &r.rc.Global, r.target, r.users.get) {
 		r.log.Debug().Str("plugin", en.name).Stringer("outcome", Skipped).Msg("plugin conditions do not match")
-		r.e.observe(en.name, r.hook, Skipped, 0)
+		r.observe(en.name, Skipped, 0)
 		return false
 	}
 	return true
+}
+
+// observe tells the executor's Observer, and the request's OnInvoke, of
+// one invocation's verdict.
+func (r *run) observe(plugin string, v Verdict, d time.Duration) {
+	r.e.observe(plugin, r.hook, v, d)
+	if f := r.rc.OnInvoke; f != nil && v != Skipped {
+		f(plugin, r.hook, v, d)
+	}
 }
 
 // runSerial runs the sequential, transform and audit phases.
@@ -164,13 +173,13 @@ func (r *run) handle(en *entry, rep reply) {
 			v := *res.Violation
 			v.PluginName = en.name
 			r.violation, r.retryDelay = &v, res.RetryDelay()
-			r.e.observe(en.name, r.hook, Blocked, rep.dur)
+			r.observe(en.name, Blocked, rep.dur)
 			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
 				Dur("duration", rep.dur).Msg("plugin blocked the message")
 			return
 		}
 		r.stoppedBy = en.name
-		r.e.observe(en.name, r.hook, Stopped, rep.dur)
+		r.observe(en.name, Stopped, rep.dur)
 		r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", rep.dur).
 			Msg("plugin stopped the chain without a violation; the message goes on")
 		return
@@ -206,14 +215,14 @@ func (r *run) handle(en *entry, rep reply) {
 			}
 		}
 	}
-	r.e.observe(en.name, r.hook, outcome, rep.dur)
+	r.observe(en.name, outcome, rep.dur)
 	logd(outcome, "plugin decision")
 }
 
 // failed applies the plugin's on_error to a failure.
 func (r *run) failed(en *entry, pe *PluginError, d time.Duration) {
 	outcome := pe.verdict()
-	r.e.observe(en.name, r.hook, outcome, d)
+	r.observe(en.name, outcome, d)
 	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
 		Str("on_error", string(en.onError)).Dur("duration", d).Err(pe.Cause)
 	switch en.onError {

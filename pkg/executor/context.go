@@ -3,6 +3,7 @@ package executor
 import (
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -33,6 +34,11 @@ type RequestContext struct {
 	// each is replaced by "[redacted]" in PluginError.Cause and in the
 	// reported model's message, hence in logs, spans and client errors.
 	Secrets []string
+	// OnInvoke, if set, is told each plugin invocation of this request's
+	// hooks that reached a decision (not Skipped), on the goroutine that
+	// runs the hook: the audit record of the message (fire_and_forget
+	// invocations end later and are not told).
+	OnInvoke func(plugin string, hook cpex.HookType, v Verdict, d time.Duration)
 
 	locals map[string]*localContext // by lower-case plugin name
 }

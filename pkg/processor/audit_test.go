@@ -153,8 +153,14 @@ func TestAuditEvents(t *testing.T) {
 			if len(e.Rules) != tc.rules {
 				t.Errorf("rules %+v, want %d", e.Rules, tc.rules)
 			}
-			if tc.by.Kind == audit.KindPlugin && (len(e.Plugins) != 1 || e.Plugins[0].Verdict != "deny" || e.Plugins[0].Duration <= 0) {
-				t.Errorf("plugins %+v, want guard's deny with its latency", e.Plugins)
+			wantVerdict := "allow"
+			if tc.by.Kind == audit.KindPlugin {
+				wantVerdict = "deny"
+			}
+			if tc.by.Kind != audit.KindRule || tc.decision == audit.DecisionWouldDeny {
+				if len(e.Plugins) != 1 || e.Plugins[0].Plugin != "guard" || e.Plugins[0].Verdict != wantVerdict || e.Plugins[0].Duration <= 0 {
+					t.Errorf("plugins %+v, want guard's %s with its latency", e.Plugins, wantVerdict)
+				}
 			}
 			if tc.decision == audit.DecisionWouldDeny && e.Mode != audit.ModeEnforce {
 				t.Errorf("mode %s: only the rule is shadowed", e.Mode)

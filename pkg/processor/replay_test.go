@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/mcpecho"
@@ -39,6 +40,20 @@ func with(h map[string]string, kv ...string) map[string]string {
 		out[kv[i]] = kv[i+1]
 	}
 	return out
+}
+
+// resumeAfterDrop resumes a stream whose POST the client dropped: the
+// server may not have seen the POST end yet, and refuses a second reader
+// of a stream it still serves ("conflicts with ongoing stream"), so the
+// GET is tried again until it is served (at most 5 s).
+func resumeAfterDrop(t *testing.T, endpoint string, h map[string]string) answer {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		a := rpcDo(t, endpoint, http.MethodGet, h, "", nil)
+		if !strings.Contains(string(a.Body), "conflicts with ongoing stream") || time.Now().After(deadline) {
+			return a
+		}
+	}
 }
 
 func echoRequest(id int, msg string) string {
@@ -79,7 +94,7 @@ func TestReplayGoServer(t *testing.T) {
 
 	// A client drops the POST after the priming event, then resumes.
 	dropped := rpcDo(t, endpoint, http.MethodPost, s, echoRequest(4, "another secret"), func(event) bool { return true })
-	get := rpcDo(t, endpoint, http.MethodGet, with(s, "Last-Event-ID", dropped.Events[0].ID), "", nil)
+	get := resumeAfterDrop(t, endpoint, with(s, "Last-Event-ID", dropped.Events[0].ID))
 	mustRewritten(t, "GET after a dropped POST", get, "4")
 	benign(5)
 

@@ -88,6 +88,7 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 	x := b.x
 	b.event = -1
 	if x.trail.on() {
+		x.ensureContext() // the request id, and the span the event names
 		name, _ := ruleTarget(m)
 		b.event = x.trail.message(m, name)
 	}

@@ -483,14 +483,7 @@ extproc:
 					checkWhole(t, "admin's POST", post, fmt.Sprint(id))
 				}
 				replay := func(caller []string) answer {
-					h := with(s, append([]string{"Last-Event-ID", post.Events[0].ID}, caller...)...)
-					// The server may not have seen the dropped POST end yet.
-					for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-						a := rpcDo(t, endpoint, http.MethodGet, h, "", nil)
-						if !strings.Contains(string(a.Body), "conflicts with ongoing stream") || time.Now().After(deadline) {
-							return a
-						}
-					}
+					return resumeAfterDrop(t, endpoint, with(s, append([]string{"Last-Event-ID", post.Events[0].ID}, caller...)...))
 				}
 				checkWhole(t, fmt.Sprintf("admin's GET replay (dropped %v)", dropped), replay(tc.admin), fmt.Sprint(id))
 				checkListed(t, fmt.Sprintf("guest's GET replay (dropped %v)", dropped), replay(tc.guest), fmt.Sprint(id))

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/rs/zerolog"
@@ -256,12 +255,12 @@ func (x *exchange) requestContext() *executor.RequestContext {
 // runHook runs hook through the plugin chain and records each plugin's
 // verdict and latency on audit event ev (-1: none).
 func (x *exchange) runHook(ev int, hook cpex.HookType, payload json.RawMessage, rc *executor.RequestContext, t hookfamily.Target) executor.Outcome {
-	if ev < 0 {
+	if ev < 0 || rc == nil {
 		return x.snap.Hooks.Run(x.ctx, hook, payload, rc, t)
 	}
-	start := time.Now()
+	rc.OnInvoke = x.trail.invoked(ev)
 	out := x.snap.Hooks.Run(x.ctx, hook, payload, rc, t)
-	x.trail.ran(ev, string(hook), &out, time.Since(start))
+	rc.OnInvoke = nil
 	return out
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
@@ -168,25 +169,32 @@ func auditCaller(id *identity.Identity, client clientAddress) audit.Caller {
 	return c
 }
 
-// ran records a hook's outcome on event i: each plugin's verdict and
-// latency.
-func (t *trail) ran(i int, hook string, out *executor.Outcome, d time.Duration) {
-	if i < 0 || i >= len(t.events) {
-		return
+// invoked returns what records, on event i, each plugin invocation's
+// verdict and latency (executor.RequestContext.OnInvoke).
+func (t *trail) invoked(i int) func(plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
+	return func(plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
+		if i < 0 || i >= len(t.events) {
+			return
+		}
+		e := &t.events[i]
+		e.Plugins = append(e.Plugins, audit.PluginVerdict{Plugin: plugin, Hook: string(hook), Verdict: auditVerdict(v), Duration: d})
+		e.Duration = time.Since(t.start)
 	}
-	verdict := "allow"
-	name := ""
-	switch {
-	case out.Err != nil:
-		verdict, name = "error", out.Err.Plugin
-	case out.Violation != nil:
-		verdict, name = "deny", out.Violation.PluginName
-	case out.Modified:
-		verdict = "modify"
+}
+
+// auditVerdict is an executor verdict as the audit event names it.
+func auditVerdict(v executor.Verdict) string {
+	switch v {
+	case executor.Allowed:
+		return "allow"
+	case executor.Modified:
+		return "modify"
+	case executor.Blocked, executor.Stopped:
+		return "deny"
+	case executor.ViolationNotEnforced:
+		return "would_deny"
 	}
-	e := &t.events[i]
-	e.Plugins = append(e.Plugins, audit.PluginVerdict{Plugin: name, Hook: hook, Verdict: verdict, Duration: d})
-	e.Duration = time.Since(t.start)
+	return "error" // errored, timed out, down, invalid, dropped
 }
 
 // rule records on event i, and on the span, that a rule matched: it
