@@ -17,7 +17,7 @@ import (
 // Envoy puts the forwarded dynamic metadata (metadata_context: a verified
 // JWT payload, say) on every ext_proc message, and the request attributes
 // on the first of each direction, but the processor reads them from the
-// request headers only (identity.go). Codec decodes a ProcessingRequest
+// request headers only (caller.go). Codec decodes a ProcessingRequest
 // without them when it is any other message. Of the request headers it
 // decodes the attributes but leaves metadata_context encoded, among the
 // message's unknown fields: [forwardedMetadata] reads the few claims it

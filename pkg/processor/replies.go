@@ -186,7 +186,7 @@ type canned struct {
 // readsAnswer is the request-headers reply of a request whose answer may
 // be read: Accept-Encoding is removed, so that the server answers
 // uncompressed and the post hooks and the rules read what the client will
-// (an answer that still comes encoded is decoded or refused: response.go).
+// (an answer that still comes encoded is decoded or refused: answer.go).
 func readsAnswer(override *filterv3.ProcessingMode) *extprocv3.ProcessingResponse {
 	resp := requestHeadersReply(override)
 	resp.GetRequestHeaders().Response = &extprocv3.CommonResponse{

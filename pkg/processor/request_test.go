@@ -252,7 +252,7 @@ func TestRequestModified(t *testing.T) {
 }
 
 // TestRequestBatch covers the documented all-or-nothing choice for batches
-// (mcp.go refuse): one refused element refuses the whole batch, the refused
+// (request.go refuse): one refused element refuses the whole batch, the refused
 // element gets its error and every other request an error saying it was not
 // executed; an allowed batch is forwarded with only the modified element
 // rewritten.

@@ -164,7 +164,7 @@ type exchange struct {
 	canned *canned
 	log    zerolog.Logger
 	obs    Observer
-	// req is what the request headers said (headers.go).
+	// req is what the request headers said (plan.go).
 	req requestFacts
 	// caller is who is calling (caller.go).
 	caller callerState
