@@ -113,13 +113,5 @@ func (r *runner) pinningTable(rows []rulesRow) {
 			"The second row compares the pinned list with the floor of reading it: a server that asks for the buffered answer and changes nothing (most of that gap is the sidecar reading and re-checking any list, table 11).",
 		},
 	}
-	for _, row := range rows {
-		base := max(row.b, 1)
-		a, b := row.cmp.Median(0), row.cmp.Median(base)
-		p50, p99 := row.cmp.Ratio(0, base, MetricP50), row.cmp.Ratio(0, base, MetricP99)
-		t.Rows = append(t.Rows, []string{row.name, row.msgs, dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), ratio(p50), ratio(p99),
-			count(a.AllocsPerOp), count(b.AllocsPerOp)})
-		r.logf("pinning: %s: p50 %s vs %s (%.3f), p99 %.3f", row.name, dur(a.P50), dur(b.P50), p50, p99)
-	}
-	r.rep.Tables = append(r.rep.Tables, t)
+	r.addComparisonRows(&t, "pinning", rows)
 }

@@ -232,15 +232,22 @@ func (r *runner) rulesTable(rows []rulesRow) {
 			"tools/list: 200 tools (~330 bytes each, JSON answer); one rule hides the 50 admin_ tools from the caller, who has no admin role. Without rules the sidecar does not read the answer; with rules it reads it (one response-headers and one buffered response-body message more) and rewrites it without the hidden items.",
 		},
 	}
+	r.addComparisonRows(&t, "rules", rows)
+}
+
+// addComparisonRows adds each row's target (index 0) against its
+// baseline to t: latencies, their ratios and allocations; then t to the
+// report. label prefixes the progress lines.
+func (r *runner) addComparisonRows(t *Table, label string, rows []rulesRow) {
 	for _, row := range rows {
 		base := max(row.b, 1)
 		a, b := row.cmp.Median(0), row.cmp.Median(base)
 		p50, p99 := row.cmp.Ratio(0, base, MetricP50), row.cmp.Ratio(0, base, MetricP99)
 		t.Rows = append(t.Rows, []string{row.name, row.msgs, dur(a.P50), dur(a.P99), dur(b.P50), dur(b.P99), ratio(p50), ratio(p99),
 			count(a.AllocsPerOp), count(b.AllocsPerOp)})
-		r.logf("rules: %s: p50 %s vs %s (%.3f), p99 %.3f", row.name, dur(a.P50), dur(b.P50), p50, p99)
+		r.logf("%s: %s: p50 %s vs %s (%.3f), p99 %.3f", label, row.name, dur(a.P50), dur(b.P50), p50, p99)
 	}
-	r.rep.Tables = append(r.rep.Tables, t)
+	r.rep.Tables = append(r.rep.Tables, *t)
 }
 
 // toolsCall2026 is [ToolsCall] from a client speaking MCP 2026-07-28: the
