@@ -8,6 +8,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
@@ -32,6 +33,32 @@ type callerState struct {
 	// listers hide list items from this caller by the rules, per call
 	// method (rules.go).
 	listers map[string]*rules.Lister
+}
+
+// identify resolves who is calling from the configured sources and, when
+// a plugin has a hook dispatched at the headers (cpex.AtRequestHeaders,
+// AtResponseHeaders: http_pre_request, the identity hooks,
+// http_post_request), runs them (httphooks.go), which may name the caller
+// or refuse the request: the reply is returned then.
+func (x *exchange) identify(h *extprocv3.HttpHeaders, envoy *envoyContext) *extprocv3.ProcessingResponse {
+	hooks := x.snap.Hooks
+	atHeaders := false
+	for hook, when := range cpex.Dispatched() {
+		if (when == cpex.AtRequestHeaders || when == cpex.AtResponseHeaders) && hooks.Applies(hook) {
+			atHeaders = true
+			break
+		}
+	}
+	if atHeaders || hooks.Applies(cpex.HTTPAuthCheckPermission) {
+		x.http.client = envoy.client() // client_host and client_port of their payloads
+	}
+	if atHeaders {
+		return x.http.beforeMCP(h, envoy)
+	}
+	if x.snap.Identity != nil {
+		x.setCaller(x.snap.Identity.Resolve(envoy.identityRequest(x, h)))
+	}
+	return nil
 }
 
 // setCaller makes id, when ok, who is calling: for the plugin context and

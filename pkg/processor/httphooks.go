@@ -71,26 +71,18 @@ type httpRequest struct {
 	headers      map[string]string
 }
 
-// beforeMCP runs the HTTP hooks and resolves the identity; it returns the
-// reply when the request is refused now.
+// beforeMCP runs the HTTP hooks, when a plugin has one, and resolves the
+// identity (exchange.identify); it returns the reply when the request is
+// refused now.
 func (hh *httpHooks) beforeMCP(h *extprocv3.HttpHeaders, envoy *envoyContext) *extprocv3.ProcessingResponse {
 	x := hh.x
 	hooks := x.snap.Hooks
 	pre, auth := hooks.Applies(cpex.HTTPPreRequest), hooks.Applies(cpex.HTTPAuthResolveUser)
 	post, resolve := hooks.Applies(cpex.HTTPPostRequest), hooks.Applies(cpex.IdentityResolve)
-	if pre || auth || post || resolve || hooks.Applies(cpex.HTTPAuthCheckPermission) {
-		hh.client = envoy.client()
-	}
 	var id identity.Identity
 	var ok bool
 	if x.snap.Identity != nil {
 		id, ok = x.snap.Identity.Resolve(envoy.identityRequest(x, h))
-	}
-	if !pre && !auth && !post && !resolve {
-		if x.snap.Identity != nil {
-			x.setCaller(id, ok)
-		}
-		return nil
 	}
 	x.ensureContext()
 	method := x.req.method

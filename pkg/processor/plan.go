@@ -101,7 +101,7 @@ func (x *exchange) requestHeaders(msg *extprocv3.ProcessingRequest) (*extprocv3.
 	}
 	envoy := envoyContext{msg: msg}
 	// Who is calling, and the HTTP-level hooks (httphooks.go, caller.go).
-	if refused := x.http.beforeMCP(h, &envoy); refused != nil {
+	if refused := x.identify(h, &envoy); refused != nil {
 		return refused, passThrough{}
 	}
 	if x.req.method == http.MethodDelete && x.results.reads() {
