@@ -12,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
 
@@ -65,7 +68,32 @@ extproc:
 // auditFront serves the rules MCP server behind the fake Envoy with
 // jwt_authn in front, a guard plugin that blocks ops_restart, and the
 // events recorded in the returned log.
-func auditFront(t *testing.T, extra string) (string, *auditLog, *plugintest.Scripted) {
+// shadowObserver records the rule decisions and shadowed decisions the
+// processor reports; the rest goes to the sidecar's metrics.
+type shadowObserver struct {
+	processor.Observer
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (o *shadowObserver) note(k string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.seen[k] = true
+}
+
+func (o *shadowObserver) RuleDecision(rule, decision string, _ int) { o.note("rule/" + decision) }
+func (o *shadowObserver) Shadowed(by, name, decision string) {
+	o.note(by + "/" + name + "/" + decision)
+}
+
+func (o *shadowObserver) saw(k string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.seen[k]
+}
+
+func auditFront(t *testing.T, extra string) (string, *auditLog, *plugintest.Scripted, *shadowObserver) {
 	t.Helper()
 	guard := plugintest.NewScripted("guard", cpex.ToolPreInvoke)
 	guard.SetFunc(onHook(cpex.ToolPreInvoke, func(_ context.Context, _ cpex.HookType, p json.RawMessage, _ *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
@@ -75,7 +103,8 @@ func auditFront(t *testing.T, extra string) (string, *auditLog, *plugintest.Scri
 		return nil, nil
 	}))
 	log := &auditLog{}
-	h := newHarnessWith(t, fmt.Sprintf(auditConfig, extra), harnessOptions{proc: func(o *processor.Options) { o.Audit = log }}, guard)
+	obs := &shadowObserver{Observer: metrics.New(prometheus.NewRegistry()), seen: map[string]bool{}}
+	h := newHarnessWith(t, fmt.Sprintf(auditConfig, extra), harnessOptions{proc: func(o *processor.Options) { o.Audit, o.Observer = log, obs }}, guard)
 	h.filter.Forwarding = envoytest.Forwarding{MetadataNamespaces: []string{"envoy.filters.http.jwt_authn"}}
 	up := httptest.NewServer(rulesServer(true))
 	u, err := url.Parse(up.URL)
@@ -89,7 +118,7 @@ func auditFront(t *testing.T, extra string) (string, *auditLog, *plugintest.Scri
 		p.CloseIdleConnections()
 		up.Close()
 	})
-	return fr.URL + "/mcp", log, guard
+	return fr.URL + "/mcp", log, guard, obs
 }
 
 // waitEvents waits until n events were emitted (a stream's events go out
@@ -117,7 +146,7 @@ func waitEvents(t *testing.T, log *auditLog, n int) []audit.Event {
 // configured; a shadow rule that would deny lets the call through, and
 // its event and metric say it would have.
 func TestAuditEvents(t *testing.T) {
-	endpoint, log, _ := auditFront(t, "")
+	endpoint, log, _, obs := auditFront(t, "")
 	s := with(goSession(t, endpoint), "Authorization", "Bearer dev-token")
 	waitEvents(t, log, 0) // initialize and its notification are not calls
 	call := func(id int, tool string) answer {
@@ -165,6 +194,9 @@ func TestAuditEvents(t *testing.T) {
 			if tc.decision == audit.DecisionWouldDeny && e.Mode != audit.ModeEnforce {
 				t.Errorf("mode %s: only the rule is shadowed", e.Mode)
 			}
+			if tc.decision == audit.DecisionWouldDeny && !obs.saw("rule/no-search-yet/would_deny") {
+				t.Error("the shadow rule's would_deny was not counted")
+			}
 		})
 	}
 	rpcDo(t, endpoint, http.MethodPost, s, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
@@ -174,7 +206,7 @@ func TestAuditEvents(t *testing.T) {
 // TestAuditListsWhenConfigured: extproc.audit.include.lists audits a
 // tools/list.
 func TestAuditListsWhenConfigured(t *testing.T) {
-	endpoint, log, _ := auditFront(t, "  audit:\n    include: {lists: true}\n")
+	endpoint, log, _, _ := auditFront(t, "  audit:\n    include: {lists: true}\n")
 	s := with(goSession(t, endpoint), "Authorization", "Bearer dev-token")
 	waitEvents(t, log, 0)
 	rpcDo(t, endpoint, http.MethodPost, s, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
@@ -188,7 +220,7 @@ func TestAuditListsWhenConfigured(t *testing.T) {
 // decides and nothing is refused or changed; the events say what would
 // have been.
 func TestShadowEnforcesNothing(t *testing.T) {
-	endpoint, log, guard := auditFront(t, "  shadow: true\n")
+	endpoint, log, guard, obs := auditFront(t, "  shadow: true\n")
 	s := with(goSession(t, endpoint), "Authorization", "Bearer dev-token")
 	waitEvents(t, log, 0)
 	for _, tool := range []string{"delete_file", "ops_restart"} {
@@ -207,5 +239,11 @@ func TestShadowEnforcesNothing(t *testing.T) {
 	l := rpcDo(t, endpoint, http.MethodPost, s, `{"jsonrpc":"2.0","id":9,"method":"tools/list"}`, nil)
 	if !strings.Contains(string(l.Body), "delete_file") {
 		t.Errorf("list under shadow hid delete_file: %s", l.Body)
+	}
+	if got := obs.saw("rule/hide"); got {
+		t.Error("under shadow a rule counted a hidden item")
+	}
+	if !obs.saw("rule/would_hide") {
+		t.Error("under shadow the item a rule would hide was not counted")
 	}
 }

@@ -22,8 +22,9 @@ type Observer interface {
 	// BodyInspected counts a body (or SSE event) parsed, by direction
 	// ("request", "response"), with its size.
 	BodyInspected(direction string, bytes int)
-	// RuleDecision counts what a rule did: "deny" (a message refused) or
-	// "hide" (n list items dropped).
+	// RuleDecision counts what a rule did: "deny" (a message refused),
+	// "hide" (n list items dropped), or under shadow "would_deny" and
+	// "would_hide".
 	RuleDecision(rule, decision string, n int)
 	// RuleEvaluation observes the time the rules took, by phase
 	// ("request": one message checked; "list": one list result filtered).

@@ -166,6 +166,10 @@ func (rd reader) filter(m *mcpmsg.Message, l *mcplist.List) []byte {
 	}
 	start := time.Now()
 	lister := x.lister(l.CallMethod)
+	hideLabel := "hide"
+	if x.shadow() {
+		hideLabel = "would_hide" // filterList passes the list whole
+	}
 	// One variable for what the callback changes: the first rule that
 	// hid an item, and the item's index (one allocation, not two).
 	at := struct {
@@ -179,7 +183,7 @@ func (rd reader) filter(m *mcpmsg.Message, l *mcplist.List) []byte {
 		}
 		r, hidden := lister.Hidden(name)
 		if hidden {
-			x.obs.RuleDecision(r.Name, "hide", 1)
+			x.obs.RuleDecision(r.Name, hideLabel, 1)
 			if at.first == "" {
 				at.first = r.Name
 			}
@@ -216,7 +220,9 @@ func (rd reader) filter(m *mcpmsg.Message, l *mcplist.List) []byte {
 		}
 		return nil
 	}
-	x.decision.raise(decisionModified, first, byRule, "")
+	if !x.shadow() { // under shadow the list goes on whole (filterList)
+		x.decision.raise(decisionModified, first, byRule, "")
+	}
 	x.logger().Debug().Str("method", l.Method).Int("hidden", n).Msg("list filtered by rules")
 	return out
 }
