@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -12,6 +15,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/internal/e2e"
 	"github.com/mcp-extproc/mcp-extproc/internal/localstack"
+	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 )
 
 // builtinPlugins are ContextForge's four most used guardrails as its docs
@@ -54,12 +58,24 @@ const builtinPlugins = `  - name: "RateLimiterPlugin"
 // It returns 0 when each call ended as expected.
 func builtinStep(ctx context.Context, log zerolog.Logger, stdout io.Writer) int {
 	fmt.Fprintln(stdout, "\n5. Built-in plugins: ContextForge's pii_filter, secrets_detection, deny_filter and rate_limiter (6 calls a minute)\n   in the sidecar's process, from their ContextForge config, with no plugin server:")
-	st, err := localstack.Start(ctx, localstack.Options{Logger: log, Builtins: builtinPlugins})
+	dir, err := os.MkdirTemp("", "mcp-extproc-demo-audit-")
+	if err != nil {
+		fmt.Fprintln(stdout, "   audit:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	auditPath := filepath.Join(dir, "audit.jsonl")
+	st, err := localstack.Start(ctx, localstack.Options{Logger: log, Builtins: builtinPlugins, Config: localstack.ConfigTemplate + auditConfig(auditPath)})
 	if err != nil {
 		fmt.Fprintln(stdout, "   stack:", err)
 		return 1
 	}
-	defer st.Close()
+	closed := false
+	defer func() {
+		if !closed {
+			st.Close()
+		}
+	}()
 	if err := st.WaitReady(ctx); err != nil {
 		fmt.Fprintln(stdout, "   stack:", err)
 		return 1
@@ -69,7 +85,6 @@ func builtinStep(ctx context.Context, log zerolog.Logger, stdout io.Writer) int 
 		fmt.Fprintln(stdout, "   connect:", err)
 		return 1
 	}
-	defer cs.Close()
 	call := func(step, message string, want e2e.Verdict, mark string) e2e.Outcome {
 		o := e2e.Outcome{Step: step, Method: "tools/call", Want: want}
 		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"message": message}})
@@ -103,5 +118,46 @@ func builtinStep(ctx context.Context, log zerolog.Logger, stdout io.Writer) int 
 		// clients report as the transport's "Too Many Requests".
 		call("echo again (7th: over the limit)", "seven", e2e.Blocked, "Too Many Requests"),
 	}
-	return e2e.Print(stdout, outcomes)
+	failed := e2e.Print(stdout, outcomes)
+	cs.Close()
+	st.Close() // the audit logger writes what it holds before the sidecar ends
+	closed = true
+	return failed + printAudit(stdout, auditPath, len(outcomes))
+}
+
+// auditConfig turns on the audit events of the built-in stack: one JSON
+// line per call to path (docs/audit.md).
+func auditConfig(path string) string {
+	return fmt.Sprintf("  audit:\n    enabled: true\n    sink: file\n    path: %q\n", path)
+}
+
+// printAudit shows the audit events of the step's calls, one line each,
+// and returns 1 unless there is one per call.
+func printAudit(stdout io.Writer, path string, calls int) int {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		fmt.Fprintln(stdout, "   audit:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "   the audit events of these calls (extproc.audit, JSON lines):\n")
+	n := 0
+	for line := range strings.Lines(string(b)) {
+		var e audit.Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			fmt.Fprintln(stdout, "   audit:", err)
+			return 1
+		}
+		by := e.DecidedBy.Name
+		if by == "" {
+			by = e.DecidedBy.Kind
+		}
+		row := fmt.Sprintf("   audit  %-10s %s %s  %-7s %s", e.Method, e.Target, e.ArgumentsHash[:min(len(e.ArgumentsHash), 19)], e.Decision, by)
+		fmt.Fprintln(stdout, strings.TrimRight(row, " "))
+		n++
+	}
+	if n != calls {
+		fmt.Fprintf(stdout, "   audit: %d events for %d calls\n", n, calls)
+		return 1
+	}
+	return 0
 }

@@ -140,6 +140,8 @@ func checkBuiltinSteps(t *testing.T, out string) {
 		`(?m)^ok +tools/call +echo an AWS access key +blocked +Potential secrets detected in tool arguments$`,
 		`(?m)^ok +tools/call +echo a denied word +blocked +Denied words found in prompt$`,
 		`(?m)^ok +tools/call +echo again \(7th: over the limit\) +blocked +Too Many Requests$`,
+		`(?m)^   audit  tools/call +echo sha256:[0-9a-f]+ +deny +SecretsDetection$`,
+		`(?m)^   audit  tools/call +echo sha256:[0-9a-f]+ +modify +PIIFilterPlugin$`,
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("stdout lacks a line matching %s:\n%s", want, out)

@@ -182,6 +182,16 @@ func (t *trail) invoked(i int) func(plugin string, hook cpex.HookType, v executo
 	}
 }
 
+// modifier is the last plugin whose verdict was modify, "" for none.
+func modifier(plugins []audit.PluginVerdict) string {
+	for i := len(plugins) - 1; i >= 0; i-- {
+		if plugins[i].Verdict == "modify" {
+			return plugins[i].Plugin
+		}
+	}
+	return ""
+}
+
 // auditVerdict is an executor verdict as the audit event names it.
 func auditVerdict(v executor.Verdict) string {
 	switch v {
@@ -262,6 +272,9 @@ func (t *trail) changed(i int, byKind, by string, shadowed bool, phase audit.Pha
 	}
 	e.Phase, e.Duration = phase, time.Since(t.start)
 	if e.DecidedBy.Name == "" {
+		if by == "" && byKind == byPlugin {
+			by = modifier(e.Plugins)
+		}
 		e.DecidedBy = audit.DecidedBy{Kind: auditKind(byKind), Name: by}
 	}
 }
