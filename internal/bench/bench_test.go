@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
+	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
@@ -626,7 +627,7 @@ func BenchmarkRulesInMemory(b *testing.B) {
 		b.Fatal(err)
 	}
 	p26 := Prepare(x26)
-	for _, tg := range []struct{ name, yaml string }{{"today", yaml}, {"rules", yaml + rulesConfig()}} {
+	for _, tg := range []struct{ name, yaml string }{{"today", yaml}, {"rules", yaml + ruleset.Twenty()}} {
 		proc, err := NewProcessor(context.Background(), tg.yaml, false)
 		if err != nil {
 			b.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 )
 
@@ -37,12 +38,12 @@ func (r *runner) pinningScenario(ctx context.Context) (err error) {
 	}
 	cl.add(ps)
 	base := SidecarConfig(0, PluginSpec{Name: "Policy", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}})
-	ruled, err := StartSidecar(ctx, "sidecar (20 rules)", base+rulesConfig())
+	ruled, err := StartSidecar(ctx, "sidecar (20 rules)", base+ruleset.Twenty())
 	if err != nil {
 		return err
 	}
 	cl.add(ruled)
-	pinned, err := StartSidecar(ctx, "sidecar (20 rules, pinning)", base+rulesConfig()+pinningConfig)
+	pinned, err := StartSidecar(ctx, "sidecar (20 rules, pinning)", base+ruleset.Twenty()+pinningConfig)
 	if err != nil {
 		return err
 	}

@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
+	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
 )
 
 // RulesTarget bounds what 20 rules may add to a tool call with one plugin.
@@ -28,32 +28,6 @@ const (
 	benchListTools  = 200
 	benchAdminTools = 50 // of benchListTools, hidden from a caller without the admin role
 )
-
-// rulesConfig is 20 rules of the kinds docs/rules.md shows: by role and
-// tool prefix, by tool name, by argument, by tenant and by header. None
-// denies the echo call; one hides every admin_ tool from a caller without
-// the admin role (the bench's caller has no identity).
-func rulesConfig() string {
-	var b strings.Builder
-	b.WriteString("  rules:\n")
-	add := func(name, deny string) {
-		fmt.Fprintf(&b, "    - name: %s\n      deny: %s\n", name, strconv.Quote(deny))
-	}
-	add("admin-tools", `mcp.name.startsWith("admin_") && !("admin" in identity.roles)`)
-	for i := range 8 {
-		add(fmt.Sprintf("ops-%d", i), fmt.Sprintf(`mcp.name == "ops_tool_%d" && !("ops" in identity.roles)`, i))
-	}
-	for i := range 4 {
-		add(fmt.Sprintf("public-read-%d", i), fmt.Sprintf(`mcp.name == "read_file_%d" && !mcp.arguments.path.startsWith("/public/")`, i))
-	}
-	for i := range 4 {
-		add(fmt.Sprintf("tenant-%d", i), fmt.Sprintf(`identity.tenant == "suspended-%d"`, i))
-	}
-	for i := range 3 {
-		add(fmt.Sprintf("client-%d", i), fmt.Sprintf(`request.headers["user-agent"] == "banned-agent-%d"`, i))
-	}
-	return b.String()
-}
 
 // ToolsListOf is a tools/list answered (JSON, with content-length) with n
 // tools shaped as real servers list them (description, input schema); the
@@ -122,7 +96,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	ruled, err := StartSidecar(ctx, "sidecar (20 rules)", base+rulesConfig())
+	ruled, err := StartSidecar(ctx, "sidecar (20 rules)", base+ruleset.Twenty())
 	if err != nil {
 		return err
 	}

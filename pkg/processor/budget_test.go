@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -106,7 +107,7 @@ func budgetShapes(t testing.TB) []budgetShape {
 			messages: 2, allocs: 95, calls: 1, check: untouchedAnswer},
 		{name: "one plugin tools/call, MCP-filter metadata", config: pluginConfig(pre, ""), x: callMCPFilter,
 			messages: 2, allocs: 98, calls: 1, check: untouchedAnswer},
-		{name: "tools/list of 200 tools filtered by 20 rules", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + budgetRules(), x: big,
+		{name: "tools/list of 200 tools filtered by 20 rules", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: big,
 			messages: 4, allocs: 520, check: listed(budgetListTools - budgetHiddenTools)},
 		{name: "identity from JWT metadata, one plugin", config: pluginConfig(pre+"\n    conditions: [{tenant_ids: [acme]}]", budgetIdentity), x: callJWT,
 			messages: 2, allocs: 111, calls: 1, check: untouchedAnswer},
@@ -460,30 +461,6 @@ extproc:
 ` + extproc
 }
 
-// budgetRules are 20 rules of the kinds docs/rules.md shows; one hides the
-// admin_ tools from a caller without the admin role.
-func budgetRules() string {
-	var b strings.Builder
-	b.WriteString("  rules:\n")
-	add := func(name, deny string) {
-		fmt.Fprintf(&b, "    - name: %s\n      deny: %s\n", name, strconv.Quote(deny))
-	}
-	add("admin-tools", `mcp.name.startsWith("admin_") && !("admin" in identity.roles)`)
-	for i := range 8 {
-		add(fmt.Sprintf("ops-%d", i), fmt.Sprintf(`mcp.name == "ops_tool_%d" && !("ops" in identity.roles)`, i))
-	}
-	for i := range 4 {
-		add(fmt.Sprintf("public-read-%d", i), fmt.Sprintf(`mcp.name == "read_file_%d" && !mcp.arguments.path.startsWith("/public/")`, i))
-	}
-	for i := range 4 {
-		add(fmt.Sprintf("tenant-%d", i), fmt.Sprintf(`identity.tenant == "suspended-%d"`, i))
-	}
-	for i := range 3 {
-		add(fmt.Sprintf("client-%d", i), fmt.Sprintf(`request.headers["user-agent"] == "banned-agent-%d"`, i))
-	}
-	return b.String()
-}
-
 // toolsListOf is a tools/list answer of n tools, the first hidden of them
 // named admin_<i>.
 func toolsListOf(t testing.TB, n, hidden int) string {
@@ -552,4 +529,4 @@ func acceptedBudgetSession() *attribution.Accepted {
 }
 
 // rulesCallConfig is 20 rules and the MCP filter's metadata read.
-var rulesCallConfig = "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + budgetRules()
+var rulesCallConfig = "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty()
