@@ -158,7 +158,7 @@ func (pl planner) decide(h *extprocv3.HttpHeaders) plan {
 		p.why = "no message of a hook"
 	}
 	if x.http.req != nil && !p.answer {
-		p.answer, p.why = true, p.why+"; http_post_request"
+		p.answer, p.why = true, "http_post_request reads the response headers"
 	}
 	return p
 }
