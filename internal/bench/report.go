@@ -116,5 +116,3 @@ func rate(v float64) string { return fmt.Sprintf("%.0f/s", v) }
 func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 
 func count(v float64) string { return fmt.Sprintf("%.0f", v) }
-
-func kib(v float64) string { return fmt.Sprintf("%.1f KiB", v/1024) }

@@ -75,8 +75,6 @@ func (l *headerList) del(k string) {
 	*l = slices.DeleteFunc(*l, func(e hdr) bool { return e.k == k })
 }
 
-func (l headerList) clone() headerList { return slices.Clone(l) }
-
 // proto encodes l as Envoy does: values in raw_value only.
 func (l headerList) proto() *corev3.HeaderMap {
 	m := &corev3.HeaderMap{Headers: make([]*corev3.HeaderValue, 0, len(l))}

@@ -70,7 +70,6 @@ type OTLPSink struct {
 	logger   log.Logger
 	proc     *syncProcessor
 	enc      Encoder
-	body     bytes.Buffer
 }
 
 // NewOTLPSink returns a sink exporting through cfg's exporter. The

@@ -100,8 +100,6 @@ func mustInvoke(t *testing.T, p *Pool, plugin string) *cpex.InvokeHookReply {
 	return reply
 }
 
-func waitABit() { time.Sleep(time.Millisecond) }
-
 // eventually polls cond every 5 ms until it holds, failing after 10 s.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
