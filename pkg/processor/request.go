@@ -123,18 +123,28 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 // rule's refusal lets the message through, said as would_deny (a
 // protocol error, such as invalid params, is always answered).
 func (b *bodyInspection) shadowed(m *mcpmsg.Message, r *refusal) bool {
+	shadow := b.x.shadow() && r.denied
+	b.record(m, r, shadow)
+	if shadow {
+		b.x.logger().Info().Str("by", r.byKind).Str("name", r.by).Msg("shadow: would have refused the message")
+	}
+	return shadow
+}
+
+// record puts refusal r of message m on the message's audit event (opened
+// for it whatever its method: a refused message is audited) and span; with
+// wouldOnly, r only says what would have been refused, and the shadow
+// metric counts it.
+func (b *bodyInspection) record(m *mcpmsg.Message, r *refusal, wouldOnly bool) {
 	x := b.x
 	if b.event < 0 && r.denied {
 		name, _ := ruleTarget(m)
-		b.event = x.trail.open(m, name) // a refused message is audited whatever its method
+		b.event = x.trail.open(m, name)
 	}
-	shadow := x.shadow() && r.denied
-	x.trail.refused(b.event, r, shadow, audit.PhaseRequest)
-	if shadow {
+	x.trail.refused(b.event, r, wouldOnly, audit.PhaseRequest)
+	if wouldOnly {
 		x.obs.Shadowed(r.byKind, r.by, string(audit.DecisionWouldDeny))
-		x.logger().Info().Str("by", r.byKind).Str("name", r.by).Msg("shadow: would have refused the message")
 	}
-	return shadow
 }
 
 // changes reports whether a check may change the request: under

@@ -51,9 +51,8 @@ func (b *bodyInspection) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 	x.obs.RuleEvaluation("request", time.Since(start))
 	for _, r := range v.WouldDeny { // rules in mode shadow
 		x.obs.RuleDecision(r.Name, "would_deny", 1)
-		x.obs.Shadowed(byRule, r.Name, "would_deny")
+		b.record(m, &refusal{by: r.Name, byKind: byRule, denied: true, message: "would be denied by rule " + r.Name}, true)
 		x.trail.rule(b.event, r.Name, true)
-		x.trail.refused(b.event, &refusal{by: r.Name, byKind: byRule, message: "would be denied by rule " + r.Name}, true, "request")
 		x.logger().Info().Str("rule", r.Name).Str("method", logsafe.Cap(m.Method, logsafe.DefaultCap)).Str("target", logsafe.Cap(in.Name, logsafe.DefaultCap)).Msg("shadow: rule would have blocked")
 	}
 	if v.Rule == nil {
