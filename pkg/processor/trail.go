@@ -49,6 +49,7 @@ type trail struct {
 	auditor Auditor
 	tracer  trace.Tracer
 	span    trace.Span // nil until started
+	named   bool       // the span is named after the body's first message
 	start   time.Time
 	// events are this request's decided messages, in body order.
 	events []audit.Event
@@ -89,9 +90,11 @@ func (t *trail) message(m *mcpmsg.Message, target string) int {
 	return t.open(m, target)
 }
 
-// name names the span after the body's first message.
+// name names the span after the body's first message (a batch's later
+// messages, audited or not, leave it as it is).
 func (t *trail) name(m *mcpmsg.Message, target string) {
-	if t.span != nil && len(t.events) == 0 {
+	if t.span != nil && !t.named {
+		t.named = true
 		name := m.Method
 		if target != "" {
 			name += " " + target
