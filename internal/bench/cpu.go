@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +37,10 @@ const (
 	ChildEnv = "MCP_EXTPROC_BENCH_CHILD"
 	// ChildConfigEnv holds the sidecar's cpex YAML config.
 	ChildConfigEnv = "MCP_EXTPROC_BENCH_CHILD_CONFIG"
+	// ChildProfileEnv, when set, names a folder where each child writes a
+	// CPU profile of its whole life, <target>-<pid>.pprof: what the
+	// sidecar spent its CPU per exchange on, in its own process.
+	ChildProfileEnv = "MCP_EXTPROC_BENCH_CHILD_CPUPROFILE"
 )
 
 // ServeChild serves the target that ChildEnv names: it writes the target's
@@ -42,10 +48,17 @@ const (
 // end (the parent closed it, or exited) or ctx is done. A stdio-plugin
 // child writes no address: it speaks MCP on stdin and stdout until stdin
 // ends.
-func ServeChild(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+func ServeChild(ctx context.Context, stdin io.Reader, stdout io.Writer) (err error) {
+	kind := os.Getenv(ChildEnv)
+	if dir := os.Getenv(ChildProfileEnv); dir != "" {
+		stop, perr := profileCPU(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", kind, os.Getpid())))
+		if perr != nil {
+			return perr
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+	}
 	var ep *Endpoint
-	var err error
-	switch kind := os.Getenv(ChildEnv); kind {
+	switch kind {
 	case stdioPluginChild: // MCP on stdin and stdout: no address to print
 		return serveStdioPlugin(ctx, stdin, stdout)
 	case "sidecar":
@@ -71,6 +84,22 @@ func ServeChild(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	case <-ctx.Done():
 	}
 	return ep.Close()
+}
+
+// profileCPU starts a CPU profile into path; stop ends it and closes the
+// file.
+func profileCPU(path string) (stop func() error, err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("child profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		return nil, errors.Join(fmt.Errorf("child profile: %w", err), f.Close())
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
 }
 
 // childTarget is a target served by a child process.

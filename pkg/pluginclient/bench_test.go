@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
@@ -44,4 +45,47 @@ func BenchmarkInvokeJSONTraced(b *testing.B) {
 	sid, _ := trace.SpanIDFromHex("00f067aa0ba902b7")
 	benchmarkInvoke(b, true, trace.ContextWithRemoteSpanContext(context.Background(),
 		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled, Remote: true})))
+}
+
+// BenchmarkInvokeVsDirect compares one call at a time through a Pool with
+// the same invoke_hook made by a bare go-sdk client session (the baseline:
+// what any MCP client pays) on the same server: the difference is the
+// plugin client's own cost (slots, session bookkeeping, reply parsing).
+//
+//	go test -run '^$' -bench InvokeVsDirect -benchmem -count 6 ./pkg/pluginclient
+func BenchmarkInvokeVsDirect(b *testing.B) {
+	plug := plugintest.NewScripted("guard")
+	srv := plugintest.StartPlugins(b, plugintest.GoSDK, nil, plug)
+	pool, err := NewPool([]config.Plugin{external("guard", srv.URL())}, config.PluginSettings{}, Options{HealthCheckInterval: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool.Start(context.Background())
+	defer pool.Close(context.Background())
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "bench", Version: "0"}, nil).Connect(ctx,
+		&mcp.StreamableClientTransport{Endpoint: srv.URL(), MaxRetries: -1, DisableStandaloneSSE: true}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cs.Close()
+	pctx := testContext("bench")
+	b.Run("pool", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := pool.Invoke(ctx, "guard", cpex.ToolPreInvoke, testPayload, pctx); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: cpex.ToolInvokeHook,
+				Arguments: cpex.InvokeHookArgs{HookType: cpex.ToolPreInvoke, PluginName: "guard", Payload: testPayload, Context: pctx}})
+			if err != nil || res.IsError {
+				b.Fatal(err, res)
+			}
+		}
+	})
 }
