@@ -40,48 +40,53 @@ import (
 // two "nextCursor" members) are not this package's concern and are
 // accepted, as encoding/json accepts them.
 //
-// The work is one pass over result, linear in its length. Allocations: the
-// decoder, a scratch buffer if member names or names have escapes, one
-// output buffer of at most len(result) bytes when something is dropped, and
-// each name handed to hide (a new string, so hide may keep it).
+// The work is two light passes over result: jsontext validates it
+// (syntax and UTF-8, without allocating), then the items are found by
+// their structure alone, as [List.EditValid] does. Allocations: a scratch
+// buffer if member names or names have escapes, one output buffer of about
+// len(result) bytes when something is dropped, and each name handed to
+// hide (a new string, so hide may keep it). Only a result that is not
+// valid JSON is read a third time, to say why.
 func (l *List) Filter(result []byte, hide func(name string) bool) (out []byte, dropped int, err error) {
-	return l.filter(filter{l: l, src: result, hide: hide})
+	return l.filter(walk{l: l, doc: result, end: len(result), hide: hide})
 }
 
 // FilterItems is Filter with hide also given each item, a JSON object as
 // it is in result (valid until result changes).
 func (l *List) FilterItems(result []byte, hide func(name string, item []byte) bool) (out []byte, dropped int, err error) {
-	return l.filter(filter{l: l, src: result, hideItem: hide})
+	return l.filter(walk{l: l, doc: result, end: len(result), hideItem: hide})
 }
 
-func (l *List) filter(f filter) (out []byte, dropped int, err error) {
-	result := f.src
-	f.dec = jsontext.NewDecoder(bytes.NewBuffer(result), jsontext.AllowDuplicateNames(true))
-	if err := f.result(); err != nil {
+func (l *List) filter(w walk) (out []byte, dropped int, err error) {
+	result := w.doc
+	if !jsontext.Value(result).IsValid(jsontext.AllowDuplicateNames(true)) {
+		return nil, 0, fmt.Errorf("mcplist: %s result: %w", l.Method, l.explain(result))
+	}
+	if err := w.result(); err != nil {
 		return nil, 0, fmt.Errorf("mcplist: %s result: %w", l.Method, err)
 	}
-	if f.out == nil {
+	if w.out == nil {
 		return result, 0, nil
 	}
-	return f.out, f.dropped, nil
+	return append(w.out, result[w.tail:]...), w.ed.Dropped, nil
 }
 
-// filter is the state of one Filter call.
+// explain returns why result, which is not valid JSON, cannot be
+// filtered: the first error a token-by-token reading meets, a semantic
+// one (an item that is not an object, ...) when it comes before the
+// syntax error.
+func (l *List) explain(result []byte) error {
+	f := filter{l: l}
+	f.dec = jsontext.NewDecoder(bytes.NewBuffer(result), jsontext.AllowDuplicateNames(true))
+	return orSyntax(f.result())
+}
+
+// filter is the state of one explain call: a token-by-token reading
+// that stops at the first error.
 type filter struct {
-	l    *List
-	src  []byte
-	hide func(string) bool // or hideItem
-	dec  *jsontext.Decoder
-
-	hideItem func(name string, item []byte) bool
-
+	l     *List
+	dec   *jsontext.Decoder
 	unesc []byte // scratch for member names with escapes
-
-	// The output, nil until the first item is dropped. Up to tail, src
-	// has been either copied to out or dropped; the rest is copied last.
-	out     []byte
-	tail    int
-	dropped int
 }
 
 // errNoValue explains an io.EOF from the decoder at the top level.
@@ -131,9 +136,6 @@ func (f *filter) result() error {
 	default:
 		return err
 	}
-	if f.out != nil {
-		f.out = append(f.out, f.src[f.tail:]...)
-	}
 	return nil
 }
 
@@ -149,11 +151,7 @@ func checkKey(name []byte, key string, seen bool) error {
 	return nil
 }
 
-// items walks the items array and drops the hidden items. Each kept item
-// keeps the separator (comma and whitespace) that preceded it, except that
-// the first kept one gets the whitespace that preceded the first item; the
-// whitespace after the last item stays after the last kept one. So a
-// pretty-printed array stays pretty, and the result is valid JSON.
+// items walks the items array.
 func (f *filter) items() error {
 	tok, err := f.dec.ReadToken()
 	if err != nil {
@@ -162,24 +160,11 @@ func (f *filter) items() error {
 	if tok.Kind() != '[' {
 		return fmt.Errorf("member %q is %s, not an array", f.l.ItemsKey, kindName(tok.Kind()))
 	}
-	open := int(f.dec.InputOffset()) // just after '['
-	prevEnd := open                  // end of the previous item, or open
-	first := -1                      // start of the first item
-	wrote := false                   // an item was written to out
 	for i := 0; ; i++ {
 		switch k := f.dec.PeekKind(); k {
 		case ']':
-			if _, err := f.dec.ReadToken(); err != nil {
-				return err
-			}
-			if f.out != nil {
-				closing := int(f.dec.InputOffset()) - 1
-				if wrote {
-					f.out = append(f.out, f.src[prevEnd:closing]...)
-				}
-				f.tail = closing
-			}
-			return nil
+			_, err := f.dec.ReadToken()
+			return err
 		case '{':
 		case 0:
 			_, err := f.dec.ReadToken() // the error PeekKind saw
@@ -187,82 +172,48 @@ func (f *filter) items() error {
 		default:
 			return fmt.Errorf("%s[%d] is %s, not an object", f.l.ItemsKey, i, kindName(k))
 		}
-		start, end, name, err := f.item(i)
-		if err != nil {
+		if err := f.item(i); err != nil {
 			return err
 		}
-		if first < 0 {
-			first = start
-		}
-		switch {
-		case f.hides(name, start, end):
-			f.dropped++
-			if f.out == nil {
-				f.out = append(make([]byte, 0, len(f.src)), f.src[:prevEnd]...)
-				wrote = i > 0
-			}
-		case f.out != nil:
-			if wrote {
-				f.out = append(f.out, f.src[prevEnd:start]...)
-			} else {
-				f.out = append(f.out, f.src[open:first]...)
-			}
-			f.out = append(f.out, f.src[start:end]...)
-			wrote = true
-		}
-		prevEnd = end
 	}
 }
 
-// hides asks the caller's hide about the item at src[start:end].
-func (f *filter) hides(name string, start, end int) bool {
-	if f.hideItem != nil {
-		return f.hideItem(name, f.src[start:end])
-	}
-	return f.hide(name)
-}
-
-// item reads item i, an object, and returns where it is and its name.
-func (f *filter) item(i int) (start, end int, name string, err error) {
+// item reads item i, an object.
+func (f *filter) item(i int) error {
 	if _, err := f.dec.ReadToken(); err != nil { // '{', peeked by the caller
-		return 0, 0, "", err
+		return err
 	}
-	start = int(f.dec.InputOffset()) - 1
 	seen := false
 	for {
 		key, ok, err := f.memberName()
 		if err != nil {
-			return 0, 0, "", err
+			return err
 		}
 		if !ok {
 			break
 		}
 		if !bytes.EqualFold(key, []byte(f.l.NameKey)) {
 			if err := f.skip(); err != nil {
-				return 0, 0, "", err
+				return err
 			}
 			continue
 		}
 		if err := checkKey(key, f.l.NameKey, seen); err != nil {
-			return 0, 0, "", fmt.Errorf("%s[%d]: %w", f.l.ItemsKey, i, err)
+			return fmt.Errorf("%s[%d]: %w", f.l.ItemsKey, i, err)
 		}
 		seen = true
 		v, err := f.dec.ReadValue()
 		if err != nil {
-			return 0, 0, "", err
+			return err
 		}
 		if v.Kind() == '"' {
-			s, err := f.unquote(v)
-			if err != nil {
-				return 0, 0, "", err
+			if _, err := f.unquote(v); err != nil {
+				return err
 			}
-			name = string(s)
 		}
 	}
-	if _, err := f.dec.ReadToken(); err != nil { // '}'
-		return 0, 0, "", err
-	}
-	return start, int(f.dec.InputOffset()), name, nil
+	_, err := f.dec.ReadToken() // '}'
+	return err
 }
 
 // skip steps over the next value. ReadValue, not SkipValue: SkipValue

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/go-json-experiment/json/jsontext"
 )
 
 // FuzzFilter checks the property of Filter against an independent reading
@@ -52,6 +54,12 @@ func FuzzFilter(f *testing.F) {
 			if generate {
 				t.Fatalf("Filter rejected a generated result %q: %v", in, err)
 			}
+			if jsontext.Value(in).IsValid(jsontext.AllowDuplicateNames(true)) {
+				// Valid JSON that is no list result: EditValid refuses it too.
+				if got, _, err := l.EditValid(in, 0, len(in), Edit{Hide: hide, Private: true}); err == nil {
+					t.Fatalf("EditValid(%q) = %q; Filter said %v", in, got, err)
+				}
+			}
 			return
 		}
 		if why != nil {
@@ -65,7 +73,36 @@ func FuzzFilter(f *testing.F) {
 		if dropped == 0 && len(in) > 0 && (len(out) != len(in) || &out[0] != &in[0]) {
 			t.Fatal("nothing dropped but the result was copied")
 		}
+		checkEditValid(t, &l, in, out, dropped, hide)
 	})
+}
+
+// checkEditValid checks EditValid against Filter and PrivateCacheScope on
+// in, a result Filter accepted (out, dropped): inside a document, it must
+// give what they give, the document around the result untouched.
+func checkEditValid(t *testing.T, l *List, in, out []byte, dropped int, hide func(string) bool) {
+	t.Helper()
+	const pre, post = `{"jsonrpc":"2.0","id":1,"result":`, `,"x":[]}`
+	doc := []byte(pre + string(in) + post)
+	for _, private := range []bool{false, true} {
+		want, scoped, err := PrivateCacheScope(out)
+		if err != nil {
+			t.Fatalf("PrivateCacheScope(%q): %v", out, err)
+		}
+		if !private {
+			want, scoped = out, false
+		}
+		got, ed, err := l.EditValid(doc, len(pre), len(doc)-len(post), Edit{Hide: hide, Private: private})
+		if err != nil {
+			t.Fatalf("EditValid(private %v) of %q: %v", private, in, err)
+		}
+		if string(got) != pre+string(want)+post || ed.Dropped != dropped || ed.Scoped != scoped {
+			t.Fatalf("EditValid(private %v) of %q = %q, %+v; want %q, %d dropped, scoped %v", private, in, got, ed, pre+string(want)+post, dropped, scoped)
+		}
+		if ed == (Edited{}) && &got[0] != &doc[0] {
+			t.Fatalf("EditValid(private %v): nothing changed but the document was copied", private)
+		}
+	}
 }
 
 // checkFiltered checks that got is want without the hidden items.

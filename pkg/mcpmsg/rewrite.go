@@ -92,6 +92,18 @@ func ReplaceValidResult(m Message, result []byte) ([]byte, error) {
 	return splice(m.Raw, start, end, result), nil
 }
 
+// ResultSpan returns where m's result lies in m.Raw: m.Raw[start:end] is
+// m.Result, as Parse recorded it. It reports false when m has no result,
+// or m.Result is no longer that part of m.Raw (m was built by hand or
+// changed).
+func (m *Message) ResultSpan() (start, end int, ok bool) {
+	at, val := m.resultAt, m.Result
+	if at > 0 && len(val) > 0 && at+len(val) <= len(m.Raw) && &m.Raw[at] == &val[0] {
+		return at, at + len(val), true
+	}
+	return 0, 0, false
+}
+
 // Join encodes a body from b's messages, substituting replaced[i] for
 // b.Messages[i]. With no replacement it returns b.Raw unchanged (no copy); a
 // single message (not a batch) that was replaced is returned as is. A batch

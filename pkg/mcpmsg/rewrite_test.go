@@ -319,3 +319,31 @@ func TestErrorIs(t *testing.T) {
 		t.Errorf("Error() = %q lacks the code", err.Error())
 	}
 }
+
+func TestResultSpan(t *testing.T) {
+	b, err := Parse([]byte(`[{"jsonrpc":"2.0","id":1,"result":{"a":[1]}} , {"jsonrpc":"2.0","id":2,"result": 5 }]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{`{"a":[1]}`, `5`} {
+		m := b.Messages[i]
+		start, end, ok := m.ResultSpan()
+		if !ok || string(m.Raw[start:end]) != want {
+			t.Errorf("message %d: ResultSpan = %d, %d, %v; want the span of %s", i, start, end, ok, want)
+		}
+	}
+	m := b.Messages[0]
+	m.Result = []byte(`{"a":[1]}`) // the same bytes, elsewhere
+	if _, _, ok := m.ResultSpan(); ok {
+		t.Error("ResultSpan of a result that is not part of Raw: ok")
+	}
+	for _, raw := range []string{`{"jsonrpc":"2.0","method":"ping"}`, `{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}`} {
+		b, err := Parse([]byte(raw))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, ok := b.Messages[0].ResultSpan(); ok {
+			t.Errorf("ResultSpan of %s: ok", raw)
+		}
+	}
+}

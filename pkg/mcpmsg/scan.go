@@ -1,7 +1,6 @@
 package mcpmsg
 
 import (
-	"bytes"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -74,27 +73,21 @@ func (s *scanner) ws(i int) int {
 }
 
 // str returns the end (one past the closing quote) of the string at i.
+// A byte loop: most strings of MCP messages are short, and for them it
+// beats bytes.IndexByte.
 func (s *scanner) str(i int) (int, *errScan) {
 	if i >= len(s.b) || s.b[i] != '"' {
 		return 0, &errScan{CodeParseError, "string expected"}
 	}
-	j := i + 1
-	for {
-		k := bytes.IndexByte(s.b[j:], '"')
-		if k < 0 {
-			return 0, errTruncated()
+	for j := i + 1; j < len(s.b); j++ {
+		switch s.b[j] {
+		case '"':
+			return j + 1, nil
+		case '\\':
+			j++ // the escaped byte (a \u escape's digits are plain)
 		}
-		q := j + k
-		// The quote is escaped if an odd number of backslashes precede it.
-		n := 0
-		for p := q - 1; p > i && s.b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1, nil
-		}
-		j = q + 1
 	}
+	return 0, errTruncated()
 }
 
 // unquote returns the unescaped content of the string s.b[i:end] and where
@@ -103,7 +96,7 @@ func (s *scanner) unquote(i, end int) ([]byte, nameRef, *errScan) {
 	if end-i < 2 || end > len(s.b) {
 		return nil, nameRef{}, &errScan{CodeParseError, "string expected"}
 	}
-	if bytes.IndexByte(s.b[i+1:end-1], '\\') < 0 {
+	if !hasBackslash(s.b[i+1 : end-1]) {
 		return s.b[i+1 : end-1], nameRef{start: uint32(i + 1), end: uint32(end - 1)}, nil
 	}
 	n := len(s.unesc)
@@ -113,6 +106,17 @@ func (s *scanner) unquote(i, end int) ([]byte, nameRef, *errScan) {
 	}
 	s.unesc = u
 	return u[n:len(u):len(u)], nameRef{start: uint32(n), end: uint32(len(u)), unesc: true}, nil
+}
+
+// hasBackslash reports whether b, a short string's content, holds a
+// backslash (a byte loop: for short strings it beats bytes.IndexByte).
+func hasBackslash(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
 }
 
 // value returns the end of the JSON value starting at i (i must not point at

@@ -175,7 +175,7 @@ func (rd reader) filter(m *mcpmsg.Message, l *mcplist.List) []byte {
 		first string
 		index int
 	}{index: -1}
-	out, n, err := l.Filter(m.Result, func(name string) bool {
+	hide := func(name string) bool {
 		at.index++
 		if pinHidden[at.index] {
 			return true
@@ -188,42 +188,69 @@ func (rd reader) filter(m *mcpmsg.Message, l *mcplist.List) []byte {
 			}
 		}
 		return hidden
-	})
-	first := at.first
+	}
+	e, err := rd.edit(m, l, hide)
 	x.obs.RuleEvaluation("list", time.Since(start))
-	dropped := 0
-	if err == nil {
-		var refused []byte
-		if out, dropped, refused = rd.listHook(m, l, out); refused != nil { // listhooks.go
-			return refused
-		}
-	}
-	// The rules may hide items from this caller, so the list is its view
-	// (whole or not): never a shared-cache hint (MCP 2026-07-28).
-	private := false
-	if err == nil {
-		out, private, err = mcplist.PrivateCacheScope(out)
-	}
-	if err == nil && (n > 0 || dropped > 0 || private) {
-		// The filter removed whole items from the result Parse validated,
-		// or changed a string for another.
-		out, err = mcpmsg.ReplaceValidResult(*m, out)
-	}
-	if err != nil {
+	switch {
+	case e.refused != nil:
+		return e.refused
+	case err != nil:
 		x.logger().Warn().Err(err).Str("method", l.Method).Msg("refused: list result cannot be filtered by the rules")
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, l.Method+" result cannot be filtered by the rules: "+err.Error(), nil)
-	}
-	if n == 0 {
-		if private || dropped > 0 {
-			return out
-		}
+	case e.hidden == 0 && (e.private || e.dropped > 0):
+		return e.msg
+	case e.hidden == 0:
 		return nil
 	}
 	if !x.shadow() { // under shadow the list goes on whole (filterList)
-		x.decision.raise(decisionModified, first, byRule, "")
+		x.decision.raise(decisionModified, at.first, byRule, "")
 	}
-	x.logger().Debug().Str("method", l.Method).Int("hidden", n).Msg("list filtered by rules")
-	return out
+	x.logger().Debug().Str("method", l.Method).Int("hidden", e.hidden).Msg("list filtered by rules")
+	return e.msg
+}
+
+// listEdit is what edit made of a list result.
+type listEdit struct {
+	// msg is the message that replaces the list's (its Raw itself when
+	// nothing changed).
+	msg []byte
+	// hidden is the items the rules and pinning hid, dropped those the
+	// list hooks dropped.
+	hidden, dropped int
+	// private: a cache scope was made private.
+	private bool
+	// refused is the JSON-RPC error a list hook answered with.
+	refused []byte
+}
+
+// edit applies hide and the list hooks to m's result and makes its cache
+// scope private: the rules may hide items from this caller, so the list
+// is its view (whole or not), never a shared-cache hint (MCP 2026-07-28).
+//
+// Without list hooks this is one pass over the result Parse validated,
+// building one buffer: the message as it goes out.
+func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool) (listEdit, error) {
+	if start, end, ok := m.ResultSpan(); ok && !listHookApplies(rd.x.snap.Hooks, l) {
+		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true})
+		return listEdit{msg: out, hidden: ed.Dropped, private: ed.Scoped}, err
+	}
+	result, n, err := l.Filter(m.Result, hide)
+	if err != nil {
+		return listEdit{}, err
+	}
+	e := listEdit{hidden: n}
+	if result, e.dropped, e.refused = rd.listHook(m, l, result); e.refused != nil { // listhooks.go
+		return e, nil
+	}
+	if result, e.private, err = mcplist.PrivateCacheScope(result); err != nil {
+		return listEdit{}, err
+	}
+	if n > 0 || e.dropped > 0 || e.private {
+		// The filter removed whole items from the result Parse validated,
+		// or changed a string for another.
+		e.msg, err = mcpmsg.ReplaceValidResult(*m, result)
+	}
+	return e, err
 }
 
 // lister returns the stream's lister for a call method, made on first use.
