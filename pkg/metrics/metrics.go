@@ -6,6 +6,7 @@
 package metrics
 
 import (
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,11 +21,11 @@ const namespace = "mcp_extproc"
 // Metrics holds the collectors. Create it with New.
 type Metrics struct {
 	streamsOpen     prometheus.Gauge
-	messages        *prometheus.CounterVec
-	immediate       *prometheus.CounterVec
-	bodies          *prometheus.CounterVec
-	bodyBytes       *prometheus.CounterVec
-	modeOverrides   *prometheus.CounterVec
+	messages        oneLabel
+	immediate       oneLabel
+	bodies          oneLabel
+	bodyBytes       oneLabel
+	modeOverrides   oneLabel
 	invocations     *prometheus.CounterVec
 	invokeDuration  *prometheus.HistogramVec
 	rebuilds        *prometheus.CounterVec
@@ -46,15 +47,15 @@ func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		streamsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "streams_open",
 			Help: "ext_proc streams (HTTP requests) being processed."}),
-		messages: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "messages_total",
+		messages: newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "messages_total",
 			Help: "ext_proc messages received from Envoy, by type."}, []string{"type"}),
-		immediate: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "immediate_responses_total",
+		immediate: newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "immediate_responses_total",
 			Help: "Requests answered by the sidecar instead of the MCP server, by reason."}, []string{"reason"}),
-		bodies: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "bodies_inspected_total",
+		bodies: newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "bodies_inspected_total",
 			Help: "JSON-RPC bodies (or SSE event payloads) parsed, by direction."}, []string{"direction"}),
-		bodyBytes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "body_inspected_bytes_total",
+		bodyBytes: newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "body_inspected_bytes_total",
 			Help: "Bytes of the bodies parsed, by direction."}, []string{"direction"}),
-		modeOverrides: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "mode_overrides_total",
+		modeOverrides: newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "mode_overrides_total",
 			Help: "Processing modes chosen by mode_override, by mode."}, []string{"mode"}),
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "plugin_invocations_total",
 			Help: "Plugin hook invocations, by plugin, hook and outcome (allow, modify, block, violation_not_enforced, stop, error, timeout, down, invalid, dropped, skipped)."},
@@ -80,7 +81,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		configTimestamp: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "config_last_applied_timestamp_seconds",
 			Help: "Unix time the configuration in force was applied."}),
 	}
-	reg.MustRegister(m.streamsOpen, m.messages, m.immediate, m.bodies, m.bodyBytes, m.modeOverrides,
+	reg.MustRegister(m.streamsOpen, m.messages.vec, m.immediate.vec, m.bodies.vec, m.bodyBytes.vec, m.modeOverrides.vec,
 		m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks,
 		m.pluginState, m.stateChanges, m.reloads, m.configTimestamp)
 	m.sess = newSessionMetrics(reg)
@@ -96,18 +97,18 @@ func (m *Metrics) StreamOpened() { m.streamsOpen.Inc() }
 func (m *Metrics) StreamClosed() { m.streamsOpen.Dec() }
 
 // Message implements processor.Observer.
-func (m *Metrics) Message(kind string) { m.messages.WithLabelValues(kind).Inc() }
+func (m *Metrics) Message(kind string) { m.messages.with(kind).Inc() }
 
 // ModeOverride implements processor.Observer.
-func (m *Metrics) ModeOverride(mode string) { m.modeOverrides.WithLabelValues(mode).Inc() }
+func (m *Metrics) ModeOverride(mode string) { m.modeOverrides.with(mode).Inc() }
 
 // Immediate implements processor.Observer.
-func (m *Metrics) Immediate(reason string) { m.immediate.WithLabelValues(reason).Inc() }
+func (m *Metrics) Immediate(reason string) { m.immediate.with(reason).Inc() }
 
 // BodyInspected implements processor.Observer.
 func (m *Metrics) BodyInspected(direction string, bytes int) {
-	m.bodies.WithLabelValues(direction).Inc()
-	m.bodyBytes.WithLabelValues(direction).Add(float64(bytes))
+	m.bodies.with(direction).Inc()
+	m.bodyBytes.with(direction).Add(float64(bytes))
 }
 
 // OnInvoke implements executor.Observer: the outcome label is the
@@ -195,4 +196,26 @@ func stateLabel(s reconnect.State) string {
 		return "down"
 	}
 	return "unknown"
+}
+
+// oneLabel is a counter vector with one label whose values come from a
+// small fixed set (message types, directions, modes, reasons), each series
+// looked up in the vector once and kept: a lookup by label value hashes it
+// and takes the vector's lock, on the path of every ext_proc message.
+type oneLabel struct {
+	vec    *prometheus.CounterVec
+	series *sync.Map // label value → prometheus.Counter
+}
+
+func newOneLabel(opts prometheus.CounterOpts, label []string) oneLabel {
+	return oneLabel{vec: prometheus.NewCounterVec(opts, label), series: &sync.Map{}}
+}
+
+// with returns the series of label value v.
+func (l oneLabel) with(v string) prometheus.Counter {
+	if c, ok := l.series.Load(v); ok {
+		return c.(prometheus.Counter)
+	}
+	c, _ := l.series.LoadOrStore(v, l.vec.WithLabelValues(v))
+	return c.(prometheus.Counter)
 }
