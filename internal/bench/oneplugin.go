@@ -90,7 +90,7 @@ func (r *runner) onePluginCompare(ctx context.Context, s namedSetup, mini, none 
 		return onePluginRow{}, err
 	}
 	call := s.pol.call
-	cmp, err := Compare(ctx, r.seq, exchangeOp(d, s.pol.sc, p, ok),
+	cmp, err := Compare(ctx, r.fine, exchangeOp(d, s.pol.sc, p, ok),
 		baselineOp(d, mini, p, ok, false, false, call), baselineOp(d, none, p, ok, false, false, call))
 	if err != nil {
 		return onePluginRow{}, err

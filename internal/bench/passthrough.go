@@ -172,7 +172,11 @@ func (r *runner) passthroughRow(ctx context.Context, d *Driver, c passCase, sc, 
 	if err != nil {
 		return nil, nil, err
 	}
-	cmp, err := Compare(ctx, r.seq, exchangeOp(d, sc, p, ok), exchangeOp(d, mini, p, ok), exchangeOp(d, none, p, ok))
+	cfg := r.seq
+	if c.p50 > 0 || c.p99 > 0 {
+		cfg = r.fine // a row with a target: twice the rounds (runner.fine)
+	}
+	cmp, err := Compare(ctx, cfg, exchangeOp(d, sc, p, ok), exchangeOp(d, mini, p, ok), exchangeOp(d, none, p, ok))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -171,7 +171,7 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	list, err := Compare(ctx, r.seq, exchangeOp(d, ruled, lp, filtered), exchangeOp(d, today, lp, whole), exchangeOp(d, reader, lp, whole))
+	list, err := Compare(ctx, r.fine, exchangeOp(d, ruled, lp, filtered), exchangeOp(d, today, lp, whole), exchangeOp(d, reader, lp, whole))
 	if err != nil {
 		return err
 	}
