@@ -52,11 +52,11 @@ func (it *objIter) next() (m member, ok bool, err *errScan) {
 	}
 	it.first = false
 	i0 := i
-	nEnd, err := s.str(i)
+	nEnd, escaped, err := s.str(i)
 	if err != nil {
 		return member{}, false, err
 	}
-	name, ref, err := s.unquote(i, nEnd)
+	name, ref, err := s.unquoteAs(i, nEnd, escaped)
 	if err != nil {
 		return member{}, false, err
 	}
