@@ -41,6 +41,36 @@ type scanner struct {
 type nameRef struct {
 	start, end uint32
 	unesc      bool
+	// key is foldKey of the name: two names equal ignoring case have the
+	// same key, or one of them has key fullCompare.
+	key uint32
+}
+
+// fullCompare is the key of a name compared byte by byte with every other:
+// one with an escape or a byte outside ASCII ('K' U+212A KELVIN SIGN folds
+// to 'k'), or too long for a key.
+const fullCompare = 1 << 31
+
+// foldKey returns the key of a member name, by what str said of it: its
+// length and its first and last bytes in upper case, for an ASCII name
+// without escapes (two such names are equal ignoring case only if both
+// are equal in upper case, so their keys are too); else fullCompare.
+func foldKey(name []byte, info strInfo) uint32 {
+	if info != 0 || len(name) > 0xffff {
+		return fullCompare
+	}
+	if len(name) == 0 {
+		return 0
+	}
+	return uint32(len(name))<<16 | uint32(upperASCII(name[0]))<<8 | uint32(upperASCII(name[len(name)-1]))
+}
+
+// upperASCII returns c in upper case, for an ASCII letter.
+func upperASCII(c byte) byte {
+	if 'a' <= c && c <= 'z' {
+		return c - 'a' + 'A'
+	}
+	return c
 }
 
 func (s *scanner) nameBytes(r nameRef) []byte {
@@ -76,15 +106,24 @@ func (s *scanner) ws(i int) int {
 	return i
 }
 
+// strInfo is what str saw in a string, a bit each.
+type strInfo uint8
+
+const (
+	strEscaped  strInfo = 1 << iota // a backslash escape
+	strNonASCII                     // a byte outside ASCII
+)
+
 // str returns the end (one past the closing quote) of the string at i, and
-// whether it holds an escape. It checks the string: no control character,
-// only JSON's escapes, a \u escape of a surrogate half only in a pair (high
-// then low), valid UTF-8. A byte loop: most strings of MCP messages are
-// short, and for them it beats bytes.IndexByte.
-func (s *scanner) str(i int) (end int, escaped bool, err *errScan) {
+// whether it holds an escape or a byte outside ASCII. It checks the
+// string: no control character, only JSON's escapes, a \u escape of a
+// surrogate half only in a pair (high then low), valid UTF-8. A byte loop:
+// most strings of MCP messages are short, and for them it beats
+// bytes.IndexByte.
+func (s *scanner) str(i int) (end int, info strInfo, err *errScan) {
 	b := s.b
 	if i >= len(b) || b[i] != '"' {
-		return 0, false, &errScan{CodeParseError, "string expected"}
+		return 0, 0, &errScan{CodeParseError, "string expected"}
 	}
 	j := i + 1
 	for j < len(b) {
@@ -95,25 +134,26 @@ func (s *scanner) str(i int) (end int, escaped bool, err *errScan) {
 		}
 		switch {
 		case c == '"':
-			return j + 1, escaped, nil
+			return j + 1, info, nil
 		case c == '\\':
 			n := escapeLen(b[j:])
 			if n == 0 {
-				return 0, false, &errScan{CodeParseError, "invalid escape in string"}
+				return 0, 0, &errScan{CodeParseError, "invalid escape in string"}
 			}
-			escaped = true
+			info |= strEscaped
 			j += n
 		case c < 0x20:
-			return 0, false, &errScan{CodeParseError, "control character in string"}
+			return 0, 0, &errScan{CodeParseError, "control character in string"}
 		default:
 			r, n := utf8.DecodeRune(b[j:])
 			if r == utf8.RuneError && n == 1 {
-				return 0, false, &errScan{CodeParseError, "invalid UTF-8 in string"}
+				return 0, 0, &errScan{CodeParseError, "invalid UTF-8 in string"}
 			}
+			info |= strNonASCII
 			j += n
 		}
 	}
-	return 0, false, errTruncated()
+	return 0, 0, errTruncated()
 }
 
 // escapeLen returns the length of the escape sequence that starts b (b[0]
