@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"strings"
 	"testing"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -119,17 +122,25 @@ func gotBody(b *Body) any {
 
 // FuzzScanValid checks the scanner's validation against jsontext's on any
 // value: what the scanner accepts jsontext does, and what jsontext accepts
-// the scanner refuses only for its own rules (names equal ignoring case,
-// nesting deeper than MaxDepth), never as a syntax error.
+// the scanner refuses only for its own rules: names equal ignoring case
+// (foldDups finds them the slow way) or nesting deeper than MaxDepth.
 func FuzzScanValid(f *testing.F) {
 	for _, seed := range []string{
 		`{"a":[1,-0.5e+3,true,false,null,"x\u00e9\ud83d\ude00\n"]}`, `"\ud800"`, `"\udc00"`, `"\ud800\u0041"`,
 		`"\ud800\udc00"`, "\"\xed\xa0\x80\"", "\"\xff\"", "\"\x7f\x1f\"", `01`, `-`, `1.`, `1e`, `1e+`, `.5`,
 		`tru`, `nul`, `falsey`, `[1,]`, `{"a":1,}`, `{"a" 1}`, `{"a":1,"a":2}`, `{"a":1,"\u0061":2}`, `{"K":1,"\u212a":2}`,
 		`"\x"`, `"\u12"`, `"\u12G4"`, " [ ] ", `{}`, `[[]]`, "\xef\xbb\xbf1", `1 2`, "",
+		`{"Ab":1,"aB":2}`, `{"ab":1,"aC":2,"Ab":3}`, `{"k":1,"\u212a":2}`, `{"s":{"ſ":1,"S":2}}`, `{"ab":1,"abc":2,"ABC":3}`,
+		strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1),
 	} {
 		f.Add([]byte(seed))
 	}
+	// More names than linearNames: the object switches to a map.
+	many := []byte(`{`)
+	for i := range linearNames + 4 {
+		many = fmt.Appendf(many, `"n%d":%d,`, i, i)
+	}
+	f.Add(append(many, `"N3":0}`...))
 	for _, dir := range []string{"requests", "responses"} {
 		for _, body := range readDir(f, dir) {
 			f.Add(body)
@@ -141,14 +152,53 @@ func FuzzScanValid(f *testing.F) {
 		if ok && !valid {
 			t.Fatalf("the scanner accepts %q, which jsontext refuses", b)
 		}
-		if valid && !ok {
+		if !valid {
+			return
+		}
+		dup, depth := foldDups(t, b)
+		switch {
+		case ok && (dup || depth > MaxDepth):
+			t.Fatalf("the scanner accepts %q: names equal ignoring case %v, depth %d", b, dup, depth)
+		case !ok && !dup && depth <= MaxDepth:
 			s := scanner{b: b}
-			end, err := s.value(s.ws(0))
-			if err == nil || err.code != CodeInvalidRequest {
-				t.Fatalf("the scanner refuses %q, valid JSON: %v (end %d of %d)", b, err, end, len(b))
-			}
+			_, err := s.value(s.ws(0))
+			t.Fatalf("the scanner refuses %q, valid JSON without names equal ignoring case: %v", b, err)
 		}
 	})
+}
+
+// foldDups reads b, valid JSON, token by token with jsontext and reports
+// whether an object has two member names equal under Unicode case folding
+// (compared pairwise, without the scanner's keys), and how deep it nests.
+func foldDups(t *testing.T, b []byte) (dup bool, depth int) {
+	t.Helper()
+	d := jsontext.NewDecoder(bytes.NewReader(b))
+	var names [][][]byte // per open object, its names
+	for {
+		tok, err := d.ReadToken()
+		if err == io.EOF {
+			return dup, depth
+		}
+		if err != nil {
+			t.Fatalf("reading %q: %v", b, err)
+		}
+		depth = max(depth, d.StackDepth())
+		switch tok.Kind() {
+		case '{':
+			names = append(names, nil)
+		case '}':
+			names = names[:len(names)-1]
+		case '"':
+			if k, n := d.StackIndex(d.StackDepth()); k == '{' && n%2 == 1 {
+				name := []byte(tok.String())
+				top := &names[len(names)-1]
+				for _, p := range *top {
+					dup = dup || foldEqual(p, name)
+				}
+				*top = append(*top, name)
+			}
+		}
+	}
 }
 
 // checkViews compares the standalone param views with what Parse filled in.
