@@ -1,7 +1,9 @@
 package mcpmsg
 
 import (
+	"fmt"
 	"sort"
+	"strings"
 	"testing"
 )
 
@@ -52,6 +54,29 @@ func BenchmarkReplaceParams(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := ReplaceParams(pb.Messages[0], set); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParseToolsList parses a tools/list answer of 200 tools (~66 KB,
+// the shape of the processor's list budget): one pass over a large result.
+func BenchmarkParseToolsList(b *testing.B) {
+	var sb strings.Builder
+	sb.WriteString(`{"jsonrpc":"2.0","id":2,"result":{"tools":[`)
+	for i := range 200 {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		name := fmt.Sprintf("tool_%d", i)
+		fmt.Fprintf(&sb, `{"description":"Does %s to the target and reports what changed.","inputSchema":{"properties":{"target":{"description":"What to act on.","type":"string"}},"required":["target"],"type":"object"},"name":%q}`, name, name)
+	}
+	sb.WriteString(`]}}`)
+	body := []byte(sb.String())
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if _, err := Parse(body); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -52,14 +52,15 @@ func (it *objIter) next() (m member, ok bool, err *errScan) {
 	}
 	it.first = false
 	i0 := i
-	nEnd, err := s.str(i)
+	nEnd, info, err := s.str(i)
 	if err != nil {
 		return member{}, false, err
 	}
-	name, ref, err := s.unquote(i, nEnd)
+	name, ref, err := s.unquoteAs(i, nEnd, info&strEscaped != 0)
 	if err != nil {
 		return member{}, false, err
 	}
+	ref.key = foldKey(name, info)
 	if err := it.addName(name, ref); err != nil {
 		return member{}, false, err
 	}
@@ -101,6 +102,9 @@ func (it *objIter) addName(name []byte, ref nameRef) *errScan {
 	}
 	prev := s.names[it.base:]
 	for _, p := range prev {
+		if p.key != ref.key && (p.key|ref.key)&fullCompare == 0 {
+			continue // ASCII names that differ in upper case
+		}
 		if foldEqual(s.nameBytes(p), name) {
 			return dupError(name)
 		}

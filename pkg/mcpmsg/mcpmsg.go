@@ -10,10 +10,12 @@
 // and .NET match case-insensitively), nesting deeper than [MaxDepth], and
 // malformed envelopes or params of the hooked methods.
 //
-// Syntax, UTF-8 and exact duplicate names are checked by
+// Parse reads a body in one pass, without allocating per value: the scan
+// that splits it checks syntax, UTF-8, escapes and duplicate names as
 // github.com/go-json-experiment/json/jsontext (the encoding/json/v2
-// prototype); this package adds the JSON-RPC and MCP rules in one more pass
-// without allocating per value.
+// prototype) does, and the JSON-RPC and MCP rules beside them. jsontext
+// reads only invalid input again, to explain it; a fuzz target holds the
+// scan to jsontext's verdict.
 package mcpmsg
 
 import (

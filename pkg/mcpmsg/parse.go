@@ -33,16 +33,34 @@ const bom = "\xef\xbb\xbf"
 // Hooked methods: tools/call and prompts/get need params.name (string) and
 // an optional params.arguments (object; for prompts/get its values must be
 // strings); resources/read needs params.uri (string). They must carry an id.
+//
+// Parse reads body once: the scan that splits it also validates it. Only
+// invalid input is read again, by jsontext, to report the same error
+// whatever the order of the problems: a syntax error anywhere in the body
+// comes before a JSON-RPC or MCP rule.
 func Parse(body []byte) (*Body, error) {
-	if err := checkJSON(body); err != nil {
+	if err := precheck(body); err != nil {
 		return nil, err
 	}
+	b, err := scanBody(body)
+	if err != nil {
+		if e := checkJSON(body); e != nil {
+			return nil, e
+		}
+		return nil, err
+	}
+	return b, nil
+}
+
+// scanBody splits and validates body, which precheck accepted, in one pass.
+// Its error is the first problem met, syntax or not.
+func scanBody(body []byte) (*Body, *Error) {
 	b := &Body{Raw: body}
 	s := scanner{b: body, names: b.scratch[:0]}
 	i := s.ws(0)
 	switch body[i] {
 	case '{':
-		m, _, err := s.message(i)
+		m, end, err := s.message(i)
 		if err != nil {
 			e := err.toError("")
 			if err.code == CodeInvalidParams && m.Kind == KindRequest {
@@ -53,6 +71,7 @@ func Parse(body []byte) (*Body, error) {
 		m.bodyAt = i
 		b.one[0] = m
 		b.Messages = b.one[:]
+		i = end
 	case '[':
 		b.Batch = true
 		if err := s.enter(); err != nil {
@@ -79,8 +98,15 @@ func Parse(body []byte) (*Body, error) {
 			}
 			break
 		}
+		if i >= len(body) || body[i] != ']' {
+			return nil, &Error{Code: CodeParseError, Message: "parse error: ',' or ']' expected"}
+		}
+		i++
 	default:
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: body is neither a JSON object nor an array"}
+	}
+	if s.ws(i) != len(body) {
+		return nil, &Error{Code: CodeParseError, Message: "parse error: invalid data after the top-level value"}
 	}
 	return b, nil
 }
@@ -88,6 +114,18 @@ func Parse(body []byte) (*Body, error) {
 // checkJSON checks that body is one valid JSON value with no duplicate
 // names, as jsontext sees them.
 func checkJSON(body []byte) *Error {
+	if err := precheck(body); err != nil {
+		return err
+	}
+	if jsontext.Value(body).IsValid() {
+		return nil
+	}
+	return syntaxError(body)
+}
+
+// precheck refuses what no scan needs to read: a body too large for the
+// scanner's offsets, an empty one, one that starts with a byte order mark.
+func precheck(body []byte) *Error {
 	if len(body) > math.MaxUint32 {
 		return &Error{Code: CodeInvalidRequest, Message: "invalid request: body larger than 4 GiB"}
 	}
@@ -97,10 +135,7 @@ func checkJSON(body []byte) *Error {
 	if len(body) >= len(bom) && string(body[:len(bom)]) == bom {
 		return &Error{Code: CodeParseError, Message: "parse error: body starts with a UTF-8 byte order mark"}
 	}
-	if jsontext.Value(body).IsValid() {
-		return nil
-	}
-	return syntaxError(body)
+	return nil
 }
 
 // syntaxError explains why body is not valid (the slow path).

@@ -214,10 +214,10 @@ func validID(id []byte) bool {
 // validValue reports whether v is one JSON value as strict as Parse wants
 // it: valid, no duplicate or case-folded duplicate names, not too deep.
 func validValue(v []byte) bool {
-	if checkJSON(v) != nil {
+	if precheck(v) != nil {
 		return false
 	}
-	s := scanner{b: v}
+	s := scanner{b: v} // it validates as it walks
 	end, err := s.value(s.ws(0))
 	return err == nil && s.ws(end) == len(v)
 }

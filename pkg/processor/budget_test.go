@@ -108,7 +108,7 @@ func budgetShapes(t testing.TB) []budgetShape {
 		{name: "one plugin tools/call, MCP-filter metadata", config: pluginConfig(pre, ""), x: callMCPFilter,
 			messages: 2, allocs: 98, calls: 1, check: untouchedAnswer},
 		{name: "tools/list of 200 tools filtered by 20 rules", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: big,
-			messages: 4, allocs: 312, check: listed(budgetListTools - budgetHiddenTools)},
+			messages: 4, allocs: 162, check: listed(budgetListTools - budgetHiddenTools)},
 		{name: "identity from JWT metadata, one plugin", config: pluginConfig(pre+"\n    conditions: [{tenant_ids: [acme]}]", budgetIdentity), x: callJWT,
 			messages: 2, allocs: 111, calls: 1, check: untouchedAnswer},
 		{name: "SSE answer, post hook", config: pluginConfig("hooks: [tool_pre_invoke, tool_post_invoke]", ""), x: sse,

@@ -126,6 +126,69 @@ func (g *guardSet) admitsCaller(in *Input) bool {
 	return g.tenant.admits(in.Tenant) && g.user.admits(in.User)
 }
 
+// sampleName returns a name that passes the name guard and prefixes, if
+// any does: one of the guard's values, or else the longest prefix.
+func (g *guardSet) sampleName() (string, bool) {
+	if g.name.set {
+		for _, v := range g.name.list() {
+			if g.admitsName(v) {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	longest := ""
+	for _, p := range g.namePrefixes {
+		if len(p) > len(longest) {
+			longest = p
+		}
+	}
+	return longest, g.admitsName(longest)
+}
+
+// nameOnlyInGuards reports whether expr reads mcp.name, and only as the
+// variable of its name guards (top-level conjuncts `mcp.name == "x"`,
+// `mcp.name in [...]`, `mcp.name.startsWith("x")`). refs is the checked
+// expression's reference map, which has every reference to the variable.
+// For a name the guards admit, those conjuncts are true and the rule is the
+// conjunction of the others, which do not read the name.
+func nameOnlyInGuards(expr ast.Expr, refs map[int64]*ast.ReferenceInfo) bool {
+	var guarded []int64 // the ids of the guards' mcp.name
+	for _, c := range conjuncts(expr, nil) {
+		if id, ok := nameGuardIdent(c); ok {
+			guarded = append(guarded, id)
+		}
+	}
+	found := false
+	for id, r := range refs {
+		if r.Name != variables[varName] {
+			continue
+		}
+		if !slices.Contains(guarded, id) {
+			return false
+		}
+		found = true
+	}
+	return found
+}
+
+// nameGuardIdent returns the id of the mcp.name identifier of a name
+// guard conjunct.
+func nameGuardIdent(e ast.Expr) (int64, bool) {
+	if _, ok := namePrefixOf(e); ok {
+		return e.AsCall().Target().ID(), true
+	}
+	if v, _ := guardOf(e); v != varName {
+		return 0, false
+	}
+	for _, a := range e.AsCall().Args() {
+		if w, ok := guardVariable(a); ok && w == varName {
+			return a.ID(), true
+		}
+	}
+	return 0, false
+}
+
 // namePrefixOf returns the prefix of a conjunct `mcp.name.startsWith("lit")`.
 func namePrefixOf(e ast.Expr) (string, bool) {
 	if e.Kind() != ast.CallKind {

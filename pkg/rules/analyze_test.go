@@ -27,6 +27,12 @@ var soundnessRules = []string{
 	`mcp.name.startsWith("x") && identity.tenant in ["acme", "globex"]`,
 	`mcp.name.startsWith("w") && mcp.name.startsWith("x")`,
 	`"ann" == identity.user && mcp.name.startsWith("")`,
+	`mcp.name.startsWith("x") && identity.claims.level > 1`, // fails for every x*
+	`mcp.name.startsWith("x") && mcp.name.endsWith("y")`,
+	`mcp.name in ["x", "xy"] && mcp.arguments.path == "a"`,
+	`mcp.name.startsWith("x") && [1, 2].exists(i, i > 1) && !("admin" in identity.roles)`,
+	`mcp.name == "y" && request.headers["x"] == "z"`,
+	`mcp.name.startsWith("x") && !("admin" in identity.roles)`,
 }
 
 // TestGuardsSound: a rule skipped by its guards is false when run.
@@ -154,12 +160,49 @@ func TestListerMatchesReference(t *testing.T) {
 		{Method: "resources/read", User: "ann"},
 	} {
 		l := s.Lister(in)
-		for _, name := range []string{"x", "y", "z", "w", "a"} {
+		for _, name := range []string{"x", "y", "z", "w", "a", "xy", "x1", "ya", "xy"} {
 			got, gotHidden := l.Hidden(name)
 			want := referenceHidden(s, in, name)
 			if gotHidden != (want != nil) || got != want {
 				t.Errorf("%s %s as %s: Hidden = %v, %v; want %v", in.Method, name, in.User, got, gotHidden, want)
 			}
+		}
+	}
+}
+
+// TestNameGuarded: which rules the Lister judges once for every name their
+// guards admit, and the name it judges them by in MayHide.
+func TestNameGuarded(t *testing.T) {
+	for _, tc := range []struct {
+		deny    string
+		guarded bool
+		sample  string // "": none
+	}{
+		{`mcp.name == "x" && !("admin" in identity.roles)`, true, "x"},
+		{`"x" == mcp.name`, true, "x"},
+		{`mcp.name in ["b", "a"] && identity.tenant == "t"`, true, "a"},
+		{`mcp.name.startsWith("admin_") && !("admin" in identity.roles)`, true, "admin_"},
+		{`mcp.name.startsWith("a") && mcp.name.startsWith("ab") && true`, true, "ab"},
+		{`mcp.name.startsWith("a") && mcp.name.startsWith("b")`, true, ""},
+		{`mcp.name == "x" && mcp.name == "y"`, true, ""},
+		{`mcp.name in ["ab", "b"] && mcp.name.startsWith("b")`, true, "b"},
+		{`mcp.name == "x" && mcp.arguments.path == "/"`, true, "x"},
+		{`mcp.name.startsWith("x") && mcp.name.endsWith("y")`, false, ""},
+		{`mcp.name == "x" || identity.user == "bob"`, false, ""},
+		{`mcp.name == "x" && size(mcp.name) > 0`, false, ""},
+		{`mcp.name == "x" && [1].exists(i, i > 0)`, false, ""}, // metered
+		{`mcp.name != "x"`, false, ""},
+		{`mcp.name == identity.user`, false, ""},
+		{`identity.user == "bob"`, false, ""},
+		{`[{"name": 1}].exists(mcp, mcp.name == 1) && mcp.name == "x"`, false, ""}, // metered
+	} {
+		c := &compile(t, Options{}, "r", tc.deny).rules[0]
+		sample := ""
+		if c.sample != nil {
+			sample = string(c.sample.(types.String))
+		}
+		if c.nameGuarded != tc.guarded || sample != tc.sample {
+			t.Errorf("%s: name-guarded %v, sample %q; want %v, %q", tc.deny, c.nameGuarded, sample, tc.guarded, tc.sample)
 		}
 	}
 }

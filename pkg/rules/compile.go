@@ -158,6 +158,9 @@ func Compile(rs []Rule, o Options) (*Set, []Issue) {
 		issues = append(issues, is...)
 		s.rules[i] = c
 		s.vars |= c.vars
+		if c.vars&bit(varName) != 0 {
+			s.nameRules++
+		}
 	}
 	if len(issues) > 0 {
 		return nil, issues
@@ -215,8 +218,19 @@ func compileRule(env *cel.Env, i int, r *Rule, limit uint64) (compiled, []Issue)
 	expr := ast.NativeRep().Expr()
 	c.guardSet = guards(expr)
 	var opts []cel.ProgramOption
-	if metered(expr) {
+	meter := metered(expr)
+	if meter {
 		opts = append(opts, cel.CostLimit(limit))
+	}
+	// Without a cost limit, a rule that reads mcp.name only in its guards
+	// is the same for every name they admit: its other conjuncts decide.
+	// (With one, the guards' own cost, which grows with the name, could
+	// stop it for one name and not for another.)
+	if !meter && nameOnlyInGuards(expr, ast.NativeRep().ReferenceMap()) {
+		c.nameGuarded = true
+		if name, ok := c.sampleName(); ok {
+			c.sample = types.String(name)
+		}
 	}
 	var err error
 	c.prog, err = env.Program(ast, append(opts, cel.EvalOptions(cel.OptOptimize))...)

@@ -17,10 +17,27 @@ type Lister struct {
 	argsUnknown, anyUnknown partialActivation
 	// perItem are the rules whose answer depends on mcp.name, in order, up
 	// to always.
-	perItem []*compiled
+	perItem []itemRule
 	// always is the first rule that denies whatever the name; nil: none.
 	always *Rule
 }
+
+// itemRule is a rule a Lister judges item by item.
+type itemRule struct {
+	c *compiled
+	// verdict is, for a name-guarded rule, its answer for every item its
+	// guards admit, once the first such item judged it.
+	verdict verdict
+}
+
+// verdict is what a name-guarded rule gives the items its guards admit.
+type verdict uint8
+
+const (
+	unjudged verdict = iota
+	hidesAll
+	hidesNone
+)
 
 // Lister returns a Lister for the items of one list result. in.Method is
 // the method of the call the items are for (tools/call, prompts/get,
@@ -32,6 +49,9 @@ func (s *Set) Lister(in *Input) *Lister {
 		return nil
 	}
 	l := s.newLister(in)
+	if s.nameRules > 0 {
+		l.perItem = make([]itemRule, 0, s.nameRules)
+	}
 	for i := range s.rules {
 		c := &s.rules[i]
 		if c.rule.Shadow() || !c.method.admits(in.Method) || !c.admitsCaller(in) {
@@ -44,6 +64,14 @@ func (s *Set) Lister(in *Input) *Lister {
 			}
 			continue
 		}
+		if c.nameGuarded {
+			// Judged at the first item its guards admit, if any: it is
+			// false for every other (so never "always").
+			if c.sample != nil {
+				l.perItem = append(l.perItem, itemRule{c: c})
+			}
+			continue
+		}
 		out, _, err := c.partial.Eval(&l.anyUnknown)
 		switch {
 		case err == nil && out == types.True:
@@ -51,7 +79,7 @@ func (s *Set) Lister(in *Input) *Lister {
 		case err == nil && out == types.False:
 			continue
 		default: // unknown, or an error that the name may avoid
-			l.perItem = append(l.perItem, c)
+			l.perItem = append(l.perItem, itemRule{c: c})
 			continue
 		}
 		break
@@ -77,15 +105,30 @@ func (l *Lister) Hidden(name string) (rule *Rule, hidden bool) {
 		return nil, false
 	}
 	named := false
-	for _, c := range l.perItem {
+	for k := range l.perItem {
+		r := &l.perItem[k]
+		c := r.c
 		if !c.admitsName(name) {
+			continue
+		}
+		switch r.verdict {
+		case hidesAll:
+			return c.rule, true
+		case hidesNone:
 			continue
 		}
 		if !named {
 			l.act.setValue(varName, types.String(name))
 			named = true
 		}
-		if l.hides(c) {
+		hidden := l.hides(c)
+		if c.nameGuarded {
+			r.verdict = hidesNone
+			if hidden {
+				r.verdict = hidesAll
+			}
+		}
+		if hidden {
 			return c.rule, true
 		}
 	}
@@ -132,6 +175,13 @@ func (s *Set) MayHide(in *Input) bool {
 func (l *Lister) mayHide(c *compiled) bool {
 	switch {
 	case c.vars&bit(varName) == 0:
+		return l.hides(c)
+	case c.nameGuarded:
+		// The same for every name the guards admit: one of them tells.
+		if c.sample == nil {
+			return false
+		}
+		l.act.setValue(varName, c.sample)
 		return l.hides(c)
 	case c.name.set && len(c.name.list()) <= fewValues:
 		for _, name := range c.name.list() {

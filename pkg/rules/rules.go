@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
 )
 
@@ -100,6 +101,9 @@ type Set struct {
 	// unknownArgs marks mcp.arguments unknown, unknownNameArgs mcp.name
 	// too, for a Lister.
 	unknownArgs, unknownNameArgs []*interpreter.AttributePattern
+	// nameRules is the number of rules that read mcp.name: the most a
+	// Lister judges item by item.
+	nameRules int
 }
 
 // compiled is one rule, ready to run.
@@ -111,6 +115,12 @@ type compiled struct {
 	// guardSet holds the values of mcp.name, mcp.method, identity.tenant
 	// and identity.user the rule can deny at all; see guard.
 	guardSet
+	// nameGuarded: the rule reads mcp.name only in its name guards
+	// (nameOnlyInGuards) and is not metered, so it gives the same answer
+	// for every name its guards admit. sample is one such name (as a CEL
+	// value, made once), nil when the guards admit none.
+	nameGuarded bool
+	sample      ref.Val
 }
 
 // skips reports whether c is false for in without running it.
