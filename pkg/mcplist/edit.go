@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -18,6 +19,12 @@ type Edit struct {
 	// Private sets every top-level cacheScope member of the result that is
 	// not "private" to "private", as [PrivateCacheScope] does.
 	Private bool
+	// Buf, if not nil, is where the output is built when something
+	// changes: appended to Buf[:0], and grown when its capacity is short.
+	// A caller that edits many lists reuses one buffer this way instead
+	// of a new one per list; the output then shares Buf's memory (or
+	// replaces it, when it grew).
+	Buf []byte
 }
 
 // Edited is what [List.EditValid] changed.
@@ -48,7 +55,7 @@ func (l *List) EditValid(doc []byte, start, end int, e Edit) (out []byte, ed Edi
 	if start < 0 || end > len(doc) || start > end {
 		return nil, Edited{}, fmt.Errorf("mcplist: %s result: span [%d:%d] outside a document of %d bytes", l.Method, start, end, len(doc))
 	}
-	w := walk{l: l, doc: doc, i: start, end: end, hide: e.Hide, private: e.Private, alias: true}
+	w := walk{l: l, doc: doc, i: start, end: end, hide: e.Hide, private: e.Private, alias: true, buf: e.Buf}
 	if err := w.result(); err != nil {
 		return nil, Edited{}, fmt.Errorf("mcplist: %s result: %w", l.Method, err)
 	}
@@ -72,6 +79,7 @@ type walk struct {
 	alias bool
 
 	unesc []byte // scratch for names with escapes
+	buf   []byte // where the output starts, when not nil (Edit.Buf)
 
 	// The output, nil until the first change. doc[:tail] has been
 	// copied to out or dropped.
@@ -150,7 +158,7 @@ func (w *walk) scope() error {
 // flush starts the output if need be and copies doc[tail:to] to it.
 func (w *walk) flush(to int) {
 	if w.out == nil {
-		w.out = make([]byte, 0, len(w.doc)+16)
+		w.out = slices.Grow(w.buf[:0], len(w.doc)+16)
 	}
 	w.out = append(w.out, w.doc[w.tail:to]...)
 	w.tail = to

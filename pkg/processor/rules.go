@@ -105,14 +105,20 @@ func (x *exchange) ruleInput(method string) *rules.Input {
 	return in
 }
 
-// ruleHeaders is requex.req.headers: the request's headers as the HTTP hooks
+// ruleHeaders is request.headers: the request's headers as the HTTP hooks
 // get them (requestHeaderMap) without, unless allow_credential_headers,
-// the credentials.
+// the credentials. It is built once per exchange, on first use: the
+// request's check and the filter of its list read the same headers, and
+// the rules only read the map.
 func (x *exchange) ruleHeaders() map[string]string {
+	if x.ruleHeaderMap != nil {
+		return x.ruleHeaderMap
+	}
 	out := requestHeaderMap(x.req.headers)
 	if !x.snap.Settings.AllowCredentialHeaders {
 		maps.DeleteFunc(out, func(k, _ string) bool { return config.IsCredentialHeader(k) })
 	}
+	x.ruleHeaderMap = out
 	return out
 }
 
@@ -231,7 +237,13 @@ type listEdit struct {
 // building one buffer: the message as it goes out.
 func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool) (listEdit, error) {
 	if start, end, ok := m.ResultSpan(); ok && !listHookApplies(rd.x.snap.Hooks, l) {
-		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true})
+		x := rd.x
+		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.lendBody()})
+		if err != nil || (ed.Dropped == 0 && !ed.Scoped) {
+			x.keepBody(nil) // out is m.Raw, or nothing
+		} else {
+			x.keepBody(out) // the reply carries it until sent
+		}
 		return listEdit{msg: out, hidden: ed.Dropped, private: ed.Scoped}, err
 	}
 	result, n, err := l.Filter(m.Result, hide)
