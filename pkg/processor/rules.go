@@ -95,7 +95,10 @@ func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
 
 // ruleInput is what the rules read of this request, for method.
 func (x *exchange) ruleInput(method string) *rules.Input {
-	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: x.ruleHeaders}
+	if x.ruleHeadersFn == nil {
+		x.ruleHeadersFn = x.ruleHeaders // a method value allocates: once
+	}
+	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: x.ruleHeadersFn}
 	if id := x.caller.id; id != nil {
 		in.User, in.Tenant, in.Roles, in.Teams = id.User, id.Tenant, id.Roles, id.Teams
 		if id.Claims != nil {
@@ -233,12 +236,14 @@ type listEdit struct {
 // scope private: the rules may hide items from this caller, so the list
 // is its view (whole or not), never a shared-cache hint (MCP 2026-07-28).
 //
-// Without list hooks this is one pass over the result Parse validated,
+// Without list hooks this is one pass over the result Parse validated
+// (none when ParseList indexed it: only the kept items are copied),
 // building one buffer: the message as it goes out.
 func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool) (listEdit, error) {
 	if start, end, ok := m.ResultSpan(); ok && !listHookApplies(rd.x.snap.Hooks, l) {
 		x := rd.x
-		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.lendBody()})
+		ix, _ := m.ListIndex() // nil: EditValid reads the result
+		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.lendBody(), Index: ix})
 		if err != nil || (ed.Dropped == 0 && !ed.Scoped) {
 			x.keepBody(nil) // out is m.Raw, or nothing
 		} else {

@@ -189,9 +189,11 @@ type exchange struct {
 	// each edit allocates.
 	bufs *bodyBuffers
 	lent *[]byte
-	// ruleHeaders is the request's headers as the rules read them, built
-	// on first use (rules.go).
+	// ruleHeaderMap is the request's headers as the rules read them,
+	// built on first use, and ruleHeadersFn the method value that
+	// returns it, made once (rules.go).
 	ruleHeaderMap map[string]string
+	ruleHeadersFn func() map[string]string
 }
 
 // ensureContext fills in what only a plugin call or a log line needs: the
