@@ -48,7 +48,7 @@ type Edited struct {
 // private. Every other byte of doc, inside the result or around it, comes
 // out as it came in, as with [List.Filter], whose errors it also returns.
 // When nothing changes it returns doc itself (no copy); otherwise one new
-// slice, and doc is not modified.
+// slice (built in e.Buf when given), and doc is not modified.
 //
 // doc[start:end] must be one JSON value that has been checked as strictly
 // valid already (mcpmsg.Parse checks every value of a body it accepts): its
