@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
 // Edit says what [List.EditValid] changes in a list result.
@@ -18,6 +21,18 @@ type Edit struct {
 	// Private sets every top-level cacheScope member of the result that is
 	// not "private" to "private", as [PrivateCacheScope] does.
 	Private bool
+	// Buf, if not nil, is where the output is built when something
+	// changes: appended to Buf[:0], and grown when its capacity is short.
+	// A caller that edits many lists reuses one buffer this way instead
+	// of a new one per list; the output then shares Buf's memory (or
+	// replaces it, when it grew).
+	Buf []byte
+	// Index, if not nil, is where mcpmsg.ParseList found the items of
+	// the result (offsets into the doc given to EditValid, as
+	// Message.ListIndex gives them for Message.Raw), with this list's
+	// ItemsKey and NameKey: the result is then not read again, only the
+	// items it hides and the bytes around them copied.
+	Index *mcpmsg.ListIndex
 }
 
 // Edited is what [List.EditValid] changed.
@@ -33,13 +48,15 @@ type Edited struct {
 // private. Every other byte of doc, inside the result or around it, comes
 // out as it came in, as with [List.Filter], whose errors it also returns.
 // When nothing changes it returns doc itself (no copy); otherwise one new
-// slice, and doc is not modified.
+// slice (built in e.Buf when given), and doc is not modified.
 //
 // doc[start:end] must be one JSON value that has been checked as strictly
 // valid already (mcpmsg.Parse checks every value of a body it accepts): its
 // structure is read, not validated again, so this is one light pass with no
 // allocation but the output. On input that is not valid JSON it returns an
-// error or a result that is not meaningful; it never panics.
+// error or a result that is not meaningful; it never panics. With
+// e.Index it does not read the result at all (an index that does not fit
+// the span is not followed).
 //
 // The names handed to e.Hide alias doc when they have no escapes: they
 // are valid while doc is unchanged, so a Hide that keeps a name must not
@@ -48,8 +65,13 @@ func (l *List) EditValid(doc []byte, start, end int, e Edit) (out []byte, ed Edi
 	if start < 0 || end > len(doc) || start > end {
 		return nil, Edited{}, fmt.Errorf("mcplist: %s result: span [%d:%d] outside a document of %d bytes", l.Method, start, end, len(doc))
 	}
-	w := walk{l: l, doc: doc, i: start, end: end, hide: e.Hide, private: e.Private, alias: true}
-	if err := w.result(); err != nil {
+	w := walk{l: l, doc: doc, i: start, end: end, hide: e.Hide, private: e.Private, alias: true, buf: e.Buf}
+	if e.Index != nil && l.indexFits(e.Index, start, end) {
+		err = w.indexed(e.Index)
+	} else {
+		err = w.result()
+	}
+	if err != nil {
 		return nil, Edited{}, fmt.Errorf("mcplist: %s result: %w", l.Method, err)
 	}
 	if w.out == nil {
@@ -72,6 +94,7 @@ type walk struct {
 	alias bool
 
 	unesc []byte // scratch for names with escapes
+	buf   []byte // where the output starts, when not nil (Edit.Buf)
 
 	// The output, nil until the first change. doc[:tail] has been
 	// copied to out or dropped.
@@ -129,28 +152,87 @@ func (w *walk) result() error {
 	return nil
 }
 
+// indexFits reports whether ix is an index of l's items that lies within
+// the result doc[start:end], in order: an index of another list or
+// another document is not followed.
+func (l *List) indexFits(ix *mcpmsg.ListIndex, start, end int) bool {
+	if ix.Keys != (mcpmsg.ListKeys{Items: l.ItemsKey, Name: l.NameKey}) {
+		return false
+	}
+	if ix.Open <= start || ix.Close < ix.Open || ix.Close >= end {
+		return false
+	}
+	if sc := ix.Scope; sc[0] >= 0 && (sc[0] <= start || sc[1] <= sc[0] || sc[1] >= end || (sc[1] >= ix.Open && sc[0] <= ix.Close)) {
+		return false
+	}
+	prev := ix.Open
+	for _, it := range ix.Items {
+		if it.Start < prev || it.End <= it.Start || it.End > ix.Close {
+			return false
+		}
+		if it.NameStart >= 0 && (it.NameStart <= it.Start || it.NameEnd < it.NameStart || it.NameEnd >= it.End) {
+			return false
+		}
+		prev = it.End
+	}
+	return true
+}
+
+// indexed is result for a result ParseList indexed: the items are asked
+// about and dropped, and the cache scope set, in the order they come,
+// without reading the result.
+func (w *walk) indexed(ix *mcpmsg.ListIndex) error {
+	scope := w.private && ix.Scope[0] >= 0
+	if scope && ix.Scope[0] < ix.Open {
+		w.scopeAt(ix.Scope[0], ix.Scope[1])
+		scope = false
+	}
+	o := itemsOut{open: ix.Open, prevEnd: ix.Open, first: -1}
+	for k, it := range ix.Items {
+		name := ""
+		if it.NameStart >= 0 {
+			var err error
+			if name, err = w.name(it.NameStart, it.NameEnd, it.NameEscaped); err != nil {
+				return err
+			}
+		}
+		w.keepOrDrop(&o, k, it.Start, it.End, name)
+	}
+	w.closeItems(&o, ix.Close)
+	if scope {
+		w.scopeAt(ix.Scope[0], ix.Scope[1])
+	}
+	return nil
+}
+
 // scope reads a cacheScope value and replaces it with "private" unless it
 // is that already.
 func (w *walk) scope() error {
-	const private = `"private"`
 	start := w.i
 	if err := w.skip(); err != nil {
 		return err
 	}
-	if string(w.doc[start:w.i]) == private {
-		return nil
+	w.scopeAt(start, w.i)
+	return nil
+}
+
+// scopeAt replaces the cacheScope value doc[start:end] with "private"
+// unless it is that already.
+func (w *walk) scopeAt(start, end int) {
+	const private = `"private"`
+	if string(w.doc[start:end]) == private {
+		return
 	}
 	w.flush(start)
 	w.out = append(w.out, private...)
-	w.tail = w.i
+	w.tail = end
 	w.ed.Scoped = true
-	return nil
 }
 
 // flush starts the output if need be and copies doc[tail:to] to it.
 func (w *walk) flush(to int) {
 	if w.out == nil {
-		w.out = make([]byte, 0, len(w.doc)+16)
+		w.out = slices.Grow(w.buf[:0], len(w.doc)+16)
 	}
 	w.out = append(w.out, w.doc[w.tail:to]...)
 	w.tail = to
@@ -163,21 +245,12 @@ func (w *walk) items() error {
 		return fmt.Errorf("member %q is %s, not an array", w.l.ItemsKey, kindName(kindOf(c)))
 	}
 	w.i++
-	open := w.i     // just after '['
-	prevEnd := open // end of the previous item, or open
-	first := -1     // start of the first item
-	explicit := false
-	wrote := false // an item was written explicitly
+	o := itemsOut{open: w.i, prevEnd: w.i, first: -1}
 	for k := 0; ; k++ {
 		w.ws()
 		c := w.peek()
 		if c == ']' {
-			if explicit {
-				if wrote {
-					w.out = append(w.out, w.doc[prevEnd:w.i]...)
-				}
-				w.tail = w.i
-			}
+			w.closeItems(&o, w.i)
 			w.i++
 			return nil
 		}
@@ -197,27 +270,51 @@ func (w *walk) items() error {
 		if err != nil {
 			return err
 		}
-		end := w.i
-		if first < 0 {
-			first = start
+		w.keepOrDrop(&o, k, start, w.i, name)
+	}
+}
+
+// itemsOut is where the output of an items array stands.
+type itemsOut struct {
+	open     int  // just after '['
+	prevEnd  int  // end of the previous item, or open
+	first    int  // start of the first item, -1 before it
+	explicit bool // an item was dropped: the array is written item by item
+	wrote    bool // an item was written explicitly
+}
+
+// keepOrDrop asks about item k, doc[start:end] named name, and drops it or
+// writes it as the output needs.
+func (w *walk) keepOrDrop(o *itemsOut, k, start, end int, name string) {
+	if o.first < 0 {
+		o.first = start
+	}
+	switch {
+	case w.hides(name, start, end):
+		w.ed.Dropped++
+		if !o.explicit {
+			w.flush(o.prevEnd)
+			o.explicit, o.wrote = true, k > 0
 		}
-		switch {
-		case w.hides(name, start, end):
-			w.ed.Dropped++
-			if !explicit {
-				w.flush(prevEnd)
-				explicit, wrote = true, k > 0
-			}
-		case explicit:
-			if wrote {
-				w.out = append(w.out, w.doc[prevEnd:start]...)
-			} else {
-				w.out = append(w.out, w.doc[open:first]...)
-			}
-			w.out = append(w.out, w.doc[start:end]...)
-			wrote = true
+	case o.explicit:
+		if o.wrote {
+			w.out = append(w.out, w.doc[o.prevEnd:start]...)
+		} else {
+			w.out = append(w.out, w.doc[o.open:o.first]...)
 		}
-		prevEnd = end
+		w.out = append(w.out, w.doc[start:end]...)
+		o.wrote = true
+	}
+	o.prevEnd = end
+}
+
+// closeItems ends the items array, whose ']' is at doc[at].
+func (w *walk) closeItems(o *itemsOut, at int) {
+	if o.explicit {
+		if o.wrote {
+			w.out = append(w.out, w.doc[o.prevEnd:at]...)
+		}
+		w.tail = at
 	}
 }
 
@@ -265,19 +362,26 @@ func (w *walk) item(k int) (name string, err error) {
 		if err != nil {
 			return "", err
 		}
-		switch {
-		case w.escaped(s, e):
-			u, err := w.unquote(s, e)
-			if err != nil {
-				return "", err
-			}
-			name = string(u)
-		case w.alias && e > s:
-			name = unsafe.String(&w.doc[s], e-s)
-		default:
-			name = string(w.doc[s:e])
+		if name, err = w.name(s, e, w.escaped(s, e)); err != nil {
+			return "", err
 		}
 	}
+}
+
+// name returns the string whose content is doc[s:e], unescaped: an alias
+// of doc when it has no escapes and w.alias, else a copy.
+func (w *walk) name(s, e int, escaped bool) (string, error) {
+	switch {
+	case escaped:
+		u, err := w.unquote(s, e)
+		if err != nil {
+			return "", err
+		}
+		return string(u), nil
+	case w.alias && e > s:
+		return unsafe.String(&w.doc[s], e-s), nil
+	}
+	return string(w.doc[s:e]), nil
 }
 
 // memberName reads the next member name of the object being walked,

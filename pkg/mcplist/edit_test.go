@@ -49,6 +49,21 @@ func TestEditValid(t *testing.T) {
 			if string(doc) != pre+tc.in+post {
 				t.Errorf("EditValid modified its input")
 			}
+			// The same edit into a buffer of the caller's: a large one
+			// holding old bytes is reused, a small one replaced.
+			for _, buf := range [][]byte{[]byte(strings.Repeat("#", 2*len(doc))), []byte("##")} {
+				out, ed, err := mustList(t, "tools/list").EditValid(doc, len(pre), len(doc)-len(post), Edit{Hide: h.hide, Private: tc.private, Buf: buf})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(out) != pre+want+post || ed != tc.ed {
+					t.Errorf("EditValid into a buffer of %d =\n%s, %+v; want\n%s, %+v", len(buf), out, ed, pre+want+post, tc.ed)
+				}
+				switch reused := &out[0] == &buf[:1][0]; {
+				case tc.want == "" && reused, tc.want != "" && len(buf) > len(doc) && !reused:
+					t.Errorf("into a buffer of %d: reused %v, want it reused when something changed and it is large enough", len(buf), reused)
+				}
+			}
 		})
 	}
 }

@@ -9,11 +9,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
 )
 
 // FuzzFilter checks the property of Filter against an independent reading
@@ -60,6 +63,7 @@ func FuzzFilter(f *testing.F) {
 					t.Fatalf("EditValid(%q) = %q; Filter said %v", in, got, err)
 				}
 			}
+			checkIndexed(t, &l, in, hide)
 			return
 		}
 		if why != nil {
@@ -74,7 +78,35 @@ func FuzzFilter(f *testing.F) {
 			t.Fatal("nothing dropped but the result was copied")
 		}
 		checkEditValid(t, &l, in, out, dropped, hide)
+		checkIndexed(t, &l, in, hide)
 	})
+}
+
+// checkIndexed checks that EditValid gives the same with the index
+// mcpmsg.ParseList makes of a message with the result in, when it makes
+// one, as without.
+func checkIndexed(t *testing.T, l *List, in []byte, hide func(string) bool) {
+	t.Helper()
+	doc := []byte(`{"jsonrpc":"2.0","id":1,"result":` + string(in) + ` , "x":[]}`)
+	b, err := mcpmsg.ParseList(doc, mcpmsg.ListKeys{Items: l.ItemsKey, Name: l.NameKey})
+	if err != nil {
+		return
+	}
+	m := &b.Messages[0]
+	ix, ok := m.ListIndex()
+	if !ok {
+		return
+	}
+	start, end, _ := m.ResultSpan()
+	for _, private := range []bool{false, true} {
+		var asked, askedIx []string
+		want, ed, err := l.EditValid(m.Raw, start, end, Edit{Hide: func(n string) bool { asked = append(asked, n); return hide(n) }, Private: private})
+		got, edIx, errIx := l.EditValid(m.Raw, start, end, Edit{Hide: func(n string) bool { askedIx = append(askedIx, n); return hide(n) }, Private: private, Index: ix})
+		if (err == nil) != (errIx == nil) || !bytes.Equal(got, want) || ed != edIx || !slices.Equal(asked, askedIx) {
+			t.Fatalf("EditValid(private %v) of %q:\nwalked  %q, %+v, %v, asked %q\nindexed %q, %+v, %v, asked %q",
+				private, in, want, ed, err, asked, got, edIx, errIx, askedIx)
+		}
+	}
 }
 
 // checkEditValid checks EditValid against Filter and PrivateCacheScope on

@@ -34,6 +34,20 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("Parse and the two-pass parse differ (-one +two):\n%s", diff)
 			}
 		}
+		// ParseList accepts and refuses alike, and its index says what
+		// the result holds.
+		bl, errl := ParseList(body, ListKeys{Items: "tools", Name: "name"})
+		if (err == nil) != (errl == nil) || (err != nil && err.Error() != errl.Error()) {
+			t.Fatalf("Parse: %v; ParseList: %v", err, errl)
+		}
+		if err == nil {
+			if diff := cmp.Diff(gotBody(b), gotBody(bl)); diff != "" {
+				t.Fatalf("Parse and ParseList differ (-Parse +ParseList):\n%s", diff)
+			}
+			for i := range bl.Messages {
+				checkListIndex(t, &bl.Messages[i])
+			}
+		}
 		if err != nil {
 			var e *Error
 			if !errors.As(err, &e) {
@@ -101,7 +115,7 @@ func parseTwoPass(body []byte) (*Body, error) {
 	if err := checkJSON(body); err != nil {
 		return nil, err
 	}
-	b, err := scanBody(body)
+	b, err := scanBody(body, ListKeys{}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -255,6 +269,44 @@ func checkRewrite(t *testing.T, m Message) {
 		}
 		if r := b.Messages[0]; r.Kind != KindResponse || !bytes.Equal(r.ID, m.ID) || string(r.Result) != `{"content":[]}` {
 			t.Fatalf("ReplaceResult gave %q", out)
+		}
+	}
+}
+
+// checkListIndex checks what ParseList's index of m says against the
+// result read with encoding/json.
+func checkListIndex(t *testing.T, m *Message) {
+	t.Helper()
+	ix, ok := m.ListIndex()
+	if !ok {
+		return
+	}
+	var res map[string]json.RawMessage
+	if err := json.Unmarshal(m.Result, &res); err != nil {
+		t.Fatalf("indexed result %q: %v", m.Result, err)
+	}
+	var items []map[string]json.RawMessage
+	if err := json.Unmarshal(res["tools"], &items); err != nil {
+		t.Fatalf("indexed result %q: tools: %v", m.Result, err)
+	}
+	raw := m.Raw
+	if raw[ix.Open-1] != '[' || raw[ix.Close] != ']' || len(items) != len(ix.Items) {
+		t.Fatalf("index %+v of %q: array or count wrong", ix, m.Result)
+	}
+	for k, it := range ix.Items {
+		if !bytes.Equal(bytes.TrimSpace(raw[it.Start:it.End]), raw[it.Start:it.End]) || raw[it.Start] != '{' {
+			t.Fatalf("item %d span %q", k, raw[it.Start:it.End])
+		}
+		var name string
+		if it.NameStart >= 0 {
+			if err := json.Unmarshal(raw[it.NameStart-1:it.NameEnd+1], &name); err != nil {
+				t.Fatalf("item %d name %q: %v", k, raw[it.NameStart-1:it.NameEnd+1], err)
+			}
+		}
+		var want string
+		_ = json.Unmarshal(items[k]["name"], &want)
+		if name != want {
+			t.Fatalf("item %d: index names %q, want %q", k, name, want)
 		}
 	}
 }

@@ -29,6 +29,19 @@ func (s *scanner) object(i int) (objIter, *errScan) {
 // next returns the next member, or ok false after the closing brace (then
 // it.end is set and the object's names are popped).
 func (it *objIter) next() (m member, ok bool, err *errScan) {
+	if m, ok, err = it.nextName(); !ok || err != nil {
+		return m, ok, err
+	}
+	if m.vEnd, err = it.s.value(m.vStart); err != nil {
+		return member{}, false, err
+	}
+	it.i = m.vEnd
+	return m, true, nil
+}
+
+// nextName is next without the value: it returns the member with vStart
+// set, and the caller scans the value and sets it.i to its end.
+func (it *objIter) nextName() (m member, ok bool, err *errScan) {
 	s := it.s
 	if it.done {
 		return member{}, false, nil
@@ -68,13 +81,7 @@ func (it *objIter) next() (m member, ok bool, err *errScan) {
 	if i >= len(s.b) || s.b[i] != ':' {
 		return member{}, false, &errScan{CodeParseError, "':' expected"}
 	}
-	vStart := s.ws(i + 1)
-	vEnd, err := s.value(vStart)
-	if err != nil {
-		return member{}, false, err
-	}
-	it.i = vEnd
-	return member{name: name, nStart: i0, vStart: vStart, vEnd: vEnd}, true, nil
+	return member{name: name, nStart: i0, vStart: s.ws(i + 1)}, true, nil
 }
 
 func (it *objIter) close(i int) (member, bool, *errScan) {
@@ -144,31 +151,40 @@ func (s *scanner) array(i int) (arrIter, *errScan) {
 // next returns the span of the next element, or ok false after the closing
 // bracket (then it.end is set).
 func (it *arrIter) next() (start, end int, ok bool, err *errScan) {
+	if start, ok, err = it.nextStart(); !ok || err != nil {
+		return 0, 0, ok, err
+	}
+	if end, err = it.s.value(start); err != nil {
+		return 0, 0, false, err
+	}
+	it.i = end
+	return start, end, true, nil
+}
+
+// nextStart is next without the element: it returns where the element
+// starts (maybe at the end of the input), and the caller scans it and
+// sets it.i to its end.
+func (it *arrIter) nextStart() (start int, ok bool, err *errScan) {
 	s := it.s
 	if it.done {
-		return 0, 0, false, nil
+		return 0, false, nil
 	}
 	i := s.ws(it.i)
 	if i >= len(s.b) {
-		return 0, 0, false, errTruncated()
+		return 0, false, errTruncated()
 	}
 	if s.b[i] == ']' {
 		it.done = true
 		it.end = i + 1
 		s.depth--
-		return 0, 0, false, nil
+		return 0, false, nil
 	}
 	if !it.first {
 		if s.b[i] != ',' {
-			return 0, 0, false, &errScan{CodeParseError, "',' or ']' expected"}
+			return 0, false, &errScan{CodeParseError, "',' or ']' expected"}
 		}
 		i = s.ws(i + 1)
 	}
 	it.first = false
-	end, err = s.value(i)
-	if err != nil {
-		return 0, 0, false, err
-	}
-	it.i = end
-	return i, end, true, nil
+	return i, true, nil
 }

@@ -119,6 +119,10 @@ type Message struct {
 	paramsAt, resultAt int
 	// Offset of Raw in the body, for Join.
 	bodyAt int
+	// list is the index ParseList made of the result, for a Raw of
+	// listLen bytes.
+	list    *ListIndex
+	listLen int
 }
 
 // Body is a parsed HTTP body: one message or a batch.
@@ -130,6 +134,7 @@ type Body struct {
 
 	one     [1]Message  // backing array of Messages for a single message
 	scratch [16]nameRef // Parse's initial name stack, allocated with the Body
+	list    ListIndex   // ParseList's index of the first list, allocated with the Body
 }
 
 // MayBeResponse is a cheap pre-check, without parsing: false means data

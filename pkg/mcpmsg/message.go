@@ -17,19 +17,32 @@ func (s *scanner) message(i int) (Message, int, *errScan) {
 	}
 	var env envelope
 	for {
-		mem, ok, err := it.next()
+		mem, ok, err := it.nextName()
 		if err != nil {
 			return m, 0, err
 		}
 		if !ok {
 			break
 		}
+		if s.indexing && string(mem.name) == "result" && mem.vStart < len(s.b) && s.b[mem.vStart] == '{' {
+			mem.vEnd, err = s.listResult(mem.vStart)
+		} else {
+			mem.vEnd, err = s.value(mem.vStart)
+		}
+		if err != nil {
+			return m, 0, err
+		}
+		it.i = mem.vEnd
 		if err := s.member(&m, &env, mem, i); err != nil {
 			return m, 0, err
 		}
 	}
 	end := it.end
 	m.Raw = s.b[i:end:end]
+	if s.list != nil {
+		s.list.shift(i)
+		m.list, m.listLen, s.list = s.list, len(m.Raw), nil
+	}
 	if err := m.classify(env); err != nil {
 		return m, 0, err
 	}

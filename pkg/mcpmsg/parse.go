@@ -42,7 +42,7 @@ func Parse(body []byte) (*Body, error) {
 	if err := precheck(body); err != nil {
 		return nil, err
 	}
-	b, err := scanBody(body)
+	b, err := scanBody(body, ListKeys{}, false)
 	if err != nil {
 		if e := checkJSON(body); e != nil {
 			return nil, e
@@ -53,10 +53,14 @@ func Parse(body []byte) (*Body, error) {
 }
 
 // scanBody splits and validates body, which precheck accepted, in one pass.
-// Its error is the first problem met, syntax or not.
-func scanBody(body []byte) (*Body, *Error) {
+// Its error is the first problem met, syntax or not. With keys, list
+// results are indexed (ParseList).
+func scanBody(body []byte, keys ListKeys, indexing bool) (*Body, *Error) {
 	b := &Body{Raw: body}
-	s := scanner{b: body, names: b.scratch[:0]}
+	s := scanner{b: body, names: b.scratch[:0], indexing: indexing, keys: keys}
+	if indexing {
+		s.spare = &b.list
+	}
 	i := s.ws(0)
 	switch body[i] {
 	case '{':

@@ -33,6 +33,13 @@ type scanner struct {
 	// checking them: for input that a full scan has already checked.
 	// Scalars are still checked.
 	skip bool
+	// indexing makes message index a result that is a list of keys
+	// (ParseList); list is the index of the message being scanned, and
+	// spare the Body's room for the first one.
+	indexing bool
+	keys     ListKeys
+	list     *ListIndex
+	spare    *ListIndex
 }
 
 // nameRef locates a member name: s.b[start:end], or s.unesc[start:end] for

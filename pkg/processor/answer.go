@@ -94,6 +94,15 @@ func (x *exchange) encodedStream(encoding string) *extprocv3.ProcessingResponse 
 // jsonAnswer and sseAnswer read with it.
 type reader struct{ x *exchange }
 
+// parse parses an answer's body (or event data); when a list is awaited,
+// indexing it as it validates (mcpmsg.ParseList).
+func (rd reader) parse(body []byte) (*mcpmsg.Body, error) {
+	if k, ok := rd.x.results.listKeys(); ok {
+		return mcpmsg.ParseList(body, k)
+	}
+	return mcpmsg.Parse(body)
+}
+
 // jsonAnswer reads a buffered JSON answer.
 type jsonAnswer struct {
 	reader
@@ -121,7 +130,7 @@ func (j *jsonAnswer) body(body []byte) *extprocv3.ProcessingResponse {
 		body = dec
 	}
 	x.obs.BodyInspected("response", len(body))
-	msgs, err := mcpmsg.Parse(body)
+	msgs, err := j.parse(body)
 	if err != nil {
 		if errs := j.unreadable(body, err); errs != nil {
 			return j.replaced(errs)
@@ -405,7 +414,7 @@ func (s *sseAnswer) event(ev *sse.Event) []byte {
 	if !x.results.reading() || len(ev.Data) == 0 || !mcpmsg.MayBeResponse(ev.Data) {
 		return nil
 	}
-	msgs, err := mcpmsg.Parse(ev.Data)
+	msgs, err := s.parse(ev.Data)
 	if err != nil {
 		return nil // not JSON-RPC (a ping, a comment-like payload): not ours to judge
 	}

@@ -174,6 +174,27 @@ func idKey(id []byte) []byte {
 	return canon
 }
 
+// listKeys returns the keys of the list the awaited answers are, when
+// they are lists of one kind (mcplist.List): mcpmsg.ParseList then indexes
+// the list as it validates the answer, and the filter need not read it
+// again (reader.edit).
+func (r *results) listKeys() (mcpmsg.ListKeys, bool) {
+	var l *mcplist.List
+	for _, a := range r.pending {
+		if a.kind != awaitList {
+			continue
+		}
+		if l != nil && l != a.list {
+			return mcpmsg.ListKeys{}, false
+		}
+		l = a.list
+	}
+	if l == nil {
+		return mcpmsg.ListKeys{}, false
+	}
+	return mcpmsg.ListKeys{Items: l.ItemsKey, Name: l.NameKey}, true
+}
+
 // reading reports whether the answer is read at all.
 func (r *results) reading() bool { return len(r.pending) > 0 || r.foreign }
 

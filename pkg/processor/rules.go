@@ -95,7 +95,10 @@ func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
 
 // ruleInput is what the rules read of this request, for method.
 func (x *exchange) ruleInput(method string) *rules.Input {
-	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: x.ruleHeaders}
+	if x.ruleHeadersFn == nil {
+		x.ruleHeadersFn = x.ruleHeaders // a method value allocates: once
+	}
+	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: x.ruleHeadersFn}
 	if id := x.caller.id; id != nil {
 		in.User, in.Tenant, in.Roles, in.Teams = id.User, id.Tenant, id.Roles, id.Teams
 		if id.Claims != nil {
@@ -105,14 +108,20 @@ func (x *exchange) ruleInput(method string) *rules.Input {
 	return in
 }
 
-// ruleHeaders is requex.req.headers: the request's headers as the HTTP hooks
+// ruleHeaders is request.headers: the request's headers as the HTTP hooks
 // get them (requestHeaderMap) without, unless allow_credential_headers,
-// the credentials.
+// the credentials. It is built once per exchange, on first use: the
+// request's check and the filter of its list read the same headers, and
+// the rules only read the map.
 func (x *exchange) ruleHeaders() map[string]string {
+	if x.ruleHeaderMap != nil {
+		return x.ruleHeaderMap
+	}
 	out := requestHeaderMap(x.req.headers)
 	if !x.snap.Settings.AllowCredentialHeaders {
 		maps.DeleteFunc(out, func(k, _ string) bool { return config.IsCredentialHeader(k) })
 	}
+	x.ruleHeaderMap = out
 	return out
 }
 
@@ -227,11 +236,19 @@ type listEdit struct {
 // scope private: the rules may hide items from this caller, so the list
 // is its view (whole or not), never a shared-cache hint (MCP 2026-07-28).
 //
-// Without list hooks this is one pass over the result Parse validated,
+// Without list hooks this is one pass over the result Parse validated
+// (none when ParseList indexed it: only the kept items are copied),
 // building one buffer: the message as it goes out.
 func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool) (listEdit, error) {
 	if start, end, ok := m.ResultSpan(); ok && !listHookApplies(rd.x.snap.Hooks, l) {
-		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true})
+		x := rd.x
+		ix, _ := m.ListIndex() // nil: EditValid reads the result
+		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.lendBody(), Index: ix})
+		if err != nil || (ed.Dropped == 0 && !ed.Scoped) {
+			x.keepBody(nil) // out is m.Raw, or nothing
+		} else {
+			x.keepBody(out) // the reply carries it until sent
+		}
 		return listEdit{msg: out, hidden: ed.Dropped, private: ed.Scoped}, err
 	}
 	result, n, err := l.Filter(m.Result, hide)

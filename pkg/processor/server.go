@@ -102,6 +102,7 @@ type Server struct {
 	opts     Options
 	canned   *canned
 	accepted *attribution.Accepted // sessions a server accepted (commitRecords)
+	bufs     bodyBuffers           // the buffers edited bodies are built in (bodybuf.go)
 	draining atomic.Bool
 	open     atomic.Int64
 	// warned* make a filter misconfiguration loud once, not once per request.
@@ -141,6 +142,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	}()
 	reserveStack()
 	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned, s.accepted)
+	st.x.bufs = &s.bufs
 	defer st.x.trail.finish()
 	for first := true; ; first = false {
 		req, err := srv.Recv()
@@ -167,6 +169,9 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		if err := srv.Send(resp); err != nil {
 			return fmt.Errorf("send: %w", err)
 		}
+		// Send has encoded resp: a body it carried in a lent buffer is
+		// no longer read.
+		st.x.sent()
 	}
 }
 

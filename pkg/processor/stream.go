@@ -184,6 +184,16 @@ type exchange struct {
 	// withHeaders attaches HTTP headers to the plugin calls made with ctx.
 	withHeaders  func(context.Context, http.Header) context.Context
 	contextReady bool // ensureContext ran
+	// bufs lends the buffers edited list results are built in, and lent
+	// is the one the reply being sent carries (bodybuf.go); bufs nil:
+	// each edit allocates.
+	bufs *bodyBuffers
+	lent *[]byte
+	// ruleHeaderMap is the request's headers as the rules read them,
+	// built on first use, and ruleHeadersFn the method value that
+	// returns it, made once (rules.go).
+	ruleHeaderMap map[string]string
+	ruleHeadersFn func() map[string]string
 }
 
 // ensureContext fills in what only a plugin call or a log line needs: the
