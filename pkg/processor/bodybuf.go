@@ -36,39 +36,46 @@ func (p *bodyBuffers) put(b *[]byte) {
 	p.pool.Put(b)
 }
 
-// lendBody returns the buffer for the body the exchange edits next, or
-// nil when it has no pool or a buffer is lent already (the reply being
-// built carries it): then the edit allocates its own.
-func (x *exchange) lendBody() []byte {
-	if x.bufs == nil || x.lent != nil {
-		return nil
-	}
-	x.lent = x.bufs.get()
-	return *x.lent
+// bodyLender lends an exchange the buffer for the body it edits next and
+// takes it back once the reply carrying it is sent.
+type bodyLender struct {
+	pool *bodyBuffers // nil: each edit allocates
+	lent *[]byte      // the buffer the reply being built or sent carries
 }
 
-// keepBody settles the buffer lendBody returned: out, when not nil, is
+// lend returns the buffer for the body the exchange edits next, or
+// nil when it has no pool or a buffer is lent already (the reply being
+// built carries it): then the edit allocates its own.
+func (l *bodyLender) lend() []byte {
+	if l.pool == nil || l.lent != nil {
+		return nil
+	}
+	l.lent = l.pool.get()
+	return *l.lent
+}
+
+// keep settles the buffer lend returned: out, when not nil, is
 // what was built in it (or in a larger copy it grew into), and the reply
 // carries it until it is sent (sent); with nil the buffer was not used
 // and goes back at once.
-func (x *exchange) keepBody(out []byte) {
-	if x.lent == nil {
+func (l *bodyLender) keep(out []byte) {
+	if l.lent == nil {
 		return
 	}
 	if out == nil {
-		x.bufs.put(x.lent)
-		x.lent = nil
+		l.pool.put(l.lent)
+		l.lent = nil
 		return
 	}
-	*x.lent = out
+	*l.lent = out
 }
 
 // sent is called once the reply to a message was sent: the body it
 // carried, when built in a lent buffer, is no longer read and the buffer
 // goes back to the pool.
-func (x *exchange) sent() {
-	if x.lent != nil {
-		x.bufs.put(x.lent)
-		x.lent = nil
+func (l *bodyLender) sent() {
+	if l.lent != nil {
+		l.pool.put(l.lent)
+		l.lent = nil
 	}
 }

@@ -313,7 +313,7 @@ type budgetResult struct {
 // valid.
 func (r *budgetResult) sent() {
 	if r != nil {
-		r.st.x.sent()
+		r.st.x.body.sent()
 		r.answer = nil
 	}
 }
@@ -325,7 +325,7 @@ func (r *budgetResult) sent() {
 // replies, counting the messages.
 func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
 	st := newStream(context.Background(), r.snap, r.opts, r.canned, r.accepted)
-	st.x.bufs = &r.bufs
+	st.x.body.pool = &r.bufs
 	res := &budgetResult{st: st}
 	reqHeaders, respHeaders := true, true
 	reqBody, respBody := filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_NONE
@@ -384,7 +384,7 @@ func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
 			case filterv3.ProcessingMode_STREAMED:
 				for _, c := range e.respChunks {
 					r, err := send("response_body", c)
-					st.x.sent()
+					st.x.body.sent()
 					if r == nil || err != nil {
 						return false, err
 					}

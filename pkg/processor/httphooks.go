@@ -278,7 +278,7 @@ func (hh *httpHooks) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *
 	if err != nil {
 		return nil, x.internalError("http_post_request payload: " + err.Error())
 	}
-	rc := x.msgContext // a body of one message: its hooks' context
+	rc := x.hookCtx.msg // a body of one message: its hooks' context
 	if rc == nil {
 		rc = hh.context
 	}

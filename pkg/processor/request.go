@@ -70,13 +70,13 @@ func (x *exchange) requestBody(raw []byte) *extprocv3.ProcessingResponse {
 		return refused
 	}
 	for i := range msgs.Messages {
-		x.msgContext = nil // each message's hooks share one context (requestContext)
+		x.hookCtx.msg = nil // each message's hooks share one context (requestContext)
 		if r, refused := b.checkMessage(i, &msgs.Messages[i]); refused {
 			b.refusals = append(b.refusals, r)
 		}
 	}
 	if msgs.Batch {
-		x.msgContext = nil // http_post_request gets the HTTP hooks' context
+		x.hookCtx.msg = nil // http_post_request gets the HTTP hooks' context
 	}
 	b.decide()
 	if len(b.refusals) > 0 {

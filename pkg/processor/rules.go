@@ -95,10 +95,11 @@ func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
 
 // ruleInput is what the rules read of this request, for method.
 func (x *exchange) ruleInput(method string) *rules.Input {
-	if x.ruleHeadersFn == nil {
-		x.ruleHeadersFn = x.ruleHeaders // a method value allocates: once
+	c := &x.ruleHeaders
+	if c.fn == nil {
+		c.fn = x.ruleHeaderMap // a method value allocates: once
 	}
-	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: x.ruleHeadersFn}
+	in := &rules.Input{Method: method, Path: x.req.path, ServerID: x.req.global.ServerID, Headers: c.fn}
 	if id := x.caller.id; id != nil {
 		in.User, in.Tenant, in.Roles, in.Teams = id.User, id.Tenant, id.Roles, id.Teams
 		if id.Claims != nil {
@@ -108,20 +109,27 @@ func (x *exchange) ruleInput(method string) *rules.Input {
 	return in
 }
 
-// ruleHeaders is request.headers: the request's headers as the HTTP hooks
+// ruleHeaderCache is the request's headers as the rules read them, built on
+// first use, and the function that returns them, made once.
+type ruleHeaderCache struct {
+	m  map[string]string
+	fn func() map[string]string
+}
+
+// ruleHeaderMap is request.headers: the request's headers as the HTTP hooks
 // get them (requestHeaderMap) without, unless allow_credential_headers,
 // the credentials. It is built once per exchange, on first use: the
 // request's check and the filter of its list read the same headers, and
 // the rules only read the map.
-func (x *exchange) ruleHeaders() map[string]string {
-	if x.ruleHeaderMap != nil {
-		return x.ruleHeaderMap
+func (x *exchange) ruleHeaderMap() map[string]string {
+	if m := x.ruleHeaders.m; m != nil {
+		return m
 	}
 	out := requestHeaderMap(x.req.headers)
 	if !x.snap.Settings.AllowCredentialHeaders {
 		maps.DeleteFunc(out, func(k, _ string) bool { return config.IsCredentialHeader(k) })
 	}
-	x.ruleHeaderMap = out
+	x.ruleHeaders.m = out
 	return out
 }
 
@@ -243,11 +251,11 @@ func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool
 	if start, end, ok := m.ResultSpan(); ok && !listHookApplies(rd.x.snap.Hooks, l) {
 		x := rd.x
 		ix, _ := m.ListIndex() // nil: EditValid reads the result
-		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.lendBody(), Index: ix})
+		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.body.lend(), Index: ix})
 		if err != nil || (ed.Dropped == 0 && !ed.Scoped) {
-			x.keepBody(nil) // out is m.Raw, or nothing
+			x.body.keep(nil) // out is m.Raw, or nothing
 		} else {
-			x.keepBody(out) // the reply carries it until sent
+			x.body.keep(out) // the reply carries it until sent
 		}
 		return listEdit{msg: out, hidden: ed.Dropped, private: ed.Scoped}, err
 	}

@@ -142,7 +142,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	}()
 	reserveStack()
 	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned, s.accepted)
-	st.x.bufs = &s.bufs
+	st.x.body.pool = &s.bufs
 	defer st.x.trail.finish()
 	for first := true; ; first = false {
 		req, err := srv.Recv()
@@ -171,7 +171,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 		}
 		// Send has encoded resp: a body it carried in a lent buffer is
 		// no longer read.
-		st.x.sent()
+		st.x.body.sent()
 	}
 }
 

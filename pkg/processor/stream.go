@@ -65,7 +65,7 @@ type stream struct {
 
 func newStream(ctx context.Context, snap *Snapshot, opts *Options, c *canned, accepted *attribution.Accepted) *stream {
 	st := &stream{phase: passThrough{}, x: exchange{ctx: ctx, snap: snap, log: opts.Logger, obs: opts.Observer, canned: c,
-		withHeaders: opts.WithHeaders}}
+		hookCtx: hookContext{withHeaders: opts.WithHeaders}}}
 	x := &st.x
 	if opts.LogBodies && opts.Logger.GetLevel() <= zerolog.DebugLevel {
 		x.req.logHeaders = make([]string, 0, 32)
@@ -170,30 +170,31 @@ type exchange struct {
 	caller callerState
 	// http runs the HTTP-level hooks (httphooks.go).
 	http httpHooks
-	// msgContext is the plugin context the hooks of the message being
-	// inspected share (permission, pre hook, delegate, then its post hook
-	// and, for a body of one message, http_post_request); nil until one of
-	// them runs.
-	msgContext *executor.RequestContext
+	// hookCtx is what the exchange's plugin calls share.
+	hookCtx hookContext
 	// results matches answers to their requests (results.go).
 	results results
 	// decision is what was decided, for Envoy's dynamic metadata.
 	decision decision
 	// trail is the audit events and the span (trail.go).
 	trail trail
+	// body lends the buffer an edited list result is built in
+	// (bodybuf.go).
+	body bodyLender
+	// ruleHeaders is the request's headers as the rules read them
+	// (rules.go).
+	ruleHeaders ruleHeaderCache
+}
+
+// hookContext is what the plugin calls of one exchange share.
+type hookContext struct {
+	// msg is the plugin context the hooks of the message being inspected
+	// share (permission, pre hook, delegate, then its post hook and, for a
+	// body of one message, http_post_request); nil until one of them runs.
+	msg *executor.RequestContext
 	// withHeaders attaches HTTP headers to the plugin calls made with ctx.
-	withHeaders  func(context.Context, http.Header) context.Context
-	contextReady bool // ensureContext ran
-	// bufs lends the buffers edited list results are built in, and lent
-	// is the one the reply being sent carries (bodybuf.go); bufs nil:
-	// each edit allocates.
-	bufs *bodyBuffers
-	lent *[]byte
-	// ruleHeaderMap is the request's headers as the rules read them,
-	// built on first use, and ruleHeadersFn the method value that
-	// returns it, made once (rules.go).
-	ruleHeaderMap map[string]string
-	ruleHeadersFn func() map[string]string
+	withHeaders func(context.Context, http.Header) context.Context
+	ready       bool // ensureContext ran
 }
 
 // ensureContext fills in what only a plugin call or a log line needs: the
@@ -202,10 +203,10 @@ type exchange struct {
 // (trace context validated and in canonical form, x-request-id), and the
 // logger's fields. A request no plugin applies to never pays for it.
 func (x *exchange) ensureContext() {
-	if x.contextReady {
+	if x.hookCtx.ready {
 		return
 	}
-	x.contextReady = true
+	x.hookCtx.ready = true
 	r := &x.req
 	if id := headerBytes(r.raw.requestID); len(id) > MaxRequestIDBytes {
 		r.dropHeader("x-request-id", len(id))
@@ -230,8 +231,8 @@ func (x *exchange) ensureContext() {
 		g.Metadata[strings.ToLower(k)] = h.Get(k)
 	}
 	h.Set("x-request-id", r.requestID)
-	if x.withHeaders != nil {
-		x.ctx = x.withHeaders(x.ctx, h)
+	if x.hookCtx.withHeaders != nil {
+		x.ctx = x.hookCtx.withHeaders(x.ctx, h)
 	}
 	if x.trail.on() {
 		x.trail.begin() // the span continues the request's trace
@@ -252,14 +253,14 @@ func (x *exchange) logger() *zerolog.Logger {
 // context, so what a plugin keeps in http_auth_check_permission reaches
 // its pre hook, token_delegate and its post hook.
 func (x *exchange) requestContext() *executor.RequestContext {
-	if x.msgContext == nil {
+	if x.hookCtx.msg == nil {
 		if x.http.context != nil {
-			x.msgContext = x.http.context.Clone()
+			x.hookCtx.msg = x.http.context.Clone()
 		} else {
-			x.msgContext = executor.NewRequestContext(x.req.global)
+			x.hookCtx.msg = executor.NewRequestContext(x.req.global)
 		}
 	}
-	return x.msgContext
+	return x.hookCtx.msg
 }
 
 // runHook runs hook through the plugin chain and records each plugin's
