@@ -42,7 +42,7 @@ FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:Fuzz
 # tests skip.
 TSPLUGIN := internal/nodeplugin/tsplugin
 
-.PHONY: all help build test vet vet-untested fmt-check unit fuzz test-fuzz demo bench deps node-deps clean
+.PHONY: all help build test vet fmt-check unit unit-race unit-static fuzz test-fuzz demo bench deps node-deps clean
 
 all: build
 
@@ -67,22 +67,26 @@ node-deps: ## npm ci the TypeScript SDK plugin server of the tests (skipped with
 build: deps ## static binaries in bin/, version and commit stamped
 	@for c in $(CMDS); do ./hack/build.sh $$c $(BIN) || exit 1; done
 
-test: deps node-deps fmt-check vet-untested unit ## what CI runs: gofmt, race tests with every vet check (seed corpora included), allocation budgets
+test: deps node-deps fmt-check unit ## what CI runs: gofmt, race tests with every vet check (seed corpora included), allocation budgets
 
-# VET_CHECKS are every analyzer of go vet. go test runs them on the
-# packages it tests, from the test build's own compiles: a separate
-# `go vet ./...` compiled every package once more (475 s of CPU on a cold
-# machine, README "What make test costs"). UNTESTED are the packages with
-# no test file, which go test does not build: vet-untested checks those,
-# race-enabled so that its compiles are the tests' too.
+# VET_CHECKS are every analyzer of go vet. go test runs them on every
+# package it is given, those without a test file included (it compiles
+# and vets them), from the test build's own compiles: a separate
+# `go vet ./...` compiled every package once more, and a separate vet of
+# the packages without tests recomputed the vet facts of all their
+# dependencies (README "What make test costs").
 VET_CHECKS = $(shell $(GO) tool vet help 2>/dev/null | awk '/^    [a-z]/ {print $$1}' | paste -sd, -)
-UNTESTED = $(shell $(GO) list -f '{{if not (or .TestGoFiles .XTestGoFiles)}}{{.ImportPath}}{{end}}' ./...)
 
-vet-untested: ## go vet the packages without a test file (make test vets the others as it tests them)
-	$(GO) vet -race -trimpath $(UNTESTED)
+# TEST_BUILD are the build flags of every compile make test runs: the race
+# build, the race-free build of the static checks and budgets, and helm
+# (mk/chart.mk), which shares the race-free compiles of the standard library
+# and of the Kubernetes modules with the deploy checks (hack/tools/go.mod).
+# -trimpath: the build cache serves any clone, whatever its directory.
+# -dwarf=false: no debug information, which no test reads (race reports
+# and panics use the runtime's own symbol table); it is a tenth of the
+# compile time and most of each test binary's link.
+TEST_BUILD := -trimpath -gcflags=all=-dwarf=false
 
-# -trimpath here too: vet compiles the dependencies' export data, which the
-# race-free test build of internal/deploytest below then reuses.
 vet: ## go vet ./...
 	$(GO) vet -trimpath ./...
 
@@ -101,10 +105,19 @@ STATIC_CHECKS := ./internal/deploytest
 # once more without it (pkg/processor/budget_test.go).
 BUDGETS := ./pkg/processor
 
+# unit runs its two halves at once: most of the race half is waiting on
+# tests (timeouts, restarts, sleeps) while one core is idle, which the
+# race-free half (helm once per machine, then the deploy checks and the
+# budgets, which need helm's compiles) fills.
 unit: ## every test, every vet check: the race detector on all but the static deploy checks; allocation budgets without it
-	$(GO) test -race -trimpath -vet=$(VET_CHECKS) -count=1 -timeout 10m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(STATIC_CHECKS))")
-	$(GO) test -trimpath -vet=$(VET_CHECKS) -count=1 -timeout 10m $(STATIC_CHECKS)
-	$(GO) test -trimpath -vet=off -count=1 -timeout 5m -run 'Budget' $(BUDGETS)
+	@$(MAKE) --no-print-directory -j2 unit-race unit-static
+
+unit-race: ## the race-enabled tests with every vet check (all packages but the static deploy checks)
+	$(GO) test -race $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -timeout 10m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(STATIC_CHECKS))")
+
+unit-static: ## the static deploy checks (with helm) and the allocation budgets, race detector off
+	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -timeout 10m $(STATIC_CHECKS)
+	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=off -count=1 -timeout 5m -run 'Budget' $(BUDGETS)
 
 # run-fuzz runs every target of FUZZ_TARGETS for the budget $(1), two at a
 # time with one worker each: most of a short run is starting it (building,

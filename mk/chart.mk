@@ -4,15 +4,23 @@
 #   make chart-lint    helm lint and helm template of both shapes, by hand
 #   make chart-files   copy into the chart the files it ships from elsewhere
 #
-# `make test` builds bin/helm before the unit tests: internal/deploytest
-# lints and renders the chart with it and runs the deploy checks on the
-# objects (without bin/helm those tests skip, saying so).
+# `make test` builds bin/helm while the race tests run, then the static
+# deploy checks: internal/deploytest lints and renders the chart with it and
+# runs the deploy checks on the objects (without bin/helm those tests skip,
+# saying so).
 #
 # helm comes from the Go module proxy through its own module, hack/tools, so
 # neither helm nor its dependencies enter the product's go.mod. A build with
 # an empty Go build cache costs about 4.5 minutes of CPU (262 s measured
 # on 2026-12-02; 3.9 minutes of wall time on two busy shared cores); with a warm build cache it is a
-# 4-second link. So it is built once per machine: into HELM_STORE, under a
+# 4-second link. hack/tools/go.mod requires the product's versions of the
+# modules both use (k8s.io/api and apimachinery, kustomize, protobuf,
+# golang.org/x/...), and helm is compiled with make test's TEST_BUILD flags:
+# the race-free deploy checks then reuse helm's compiles of those packages
+# instead of compiling them again. When go.mod moves one of them, move it in
+# hack/tools too (`go get module@version` there), or the sharing is lost
+# (nothing breaks; the cold make test is slower).
+# So it is built once per machine: into HELM_STORE, under a
 # name that is the hash of hack/tools/go.sum (the helm version and its
 # dependencies), and copied to bin/helm; another clone, or this one after
 # `make clean`, copies it again. HELM_STORE= (empty) builds into bin/ only.
@@ -35,7 +43,7 @@ $(HELM): hack/tools/go.mod hack/tools/go.sum
 		cp "$$stored" $(HELM); \
 	else \
 		echo "building $(HELM) from hack/tools (once per machine)"; \
-		(cd hack/tools && $(GO) build -trimpath -ldflags='-s -w' -o ../../$(HELM) helm.sh/helm/v3/cmd/helm) || exit 1; \
+		(cd hack/tools && $(GO) build $(TEST_BUILD) -ldflags='-s -w' -o ../../$(HELM) helm.sh/helm/v3/cmd/helm) || exit 1; \
 		if [ -n "$(HELM_STORE)" ] && [ -n "$(HELM_SUM)" ]; then \
 			mkdir -p $(HELM_STORE) && cp $(HELM) "$$stored.tmp" && mv "$$stored.tmp" "$$stored"; \
 		fi; \
@@ -55,5 +63,6 @@ chart-files: ## copy into the chart the files it ships from envoy/ and manifests
 	cp manifests/alerts/prometheusrule.yaml $(CHART)/files/prometheusrule.yaml
 	cp manifests/observability/grafana-dashboard.json $(CHART)/files/grafana-dashboard.json
 
-# The unit tests need bin/helm to check the chart.
-unit: $(HELM)
+# The static deploy checks need bin/helm to check the chart (make test
+# builds it while the race tests run: the Makefile's unit).
+unit-static: $(HELM)
