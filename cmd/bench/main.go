@@ -49,7 +49,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	quick := fs.Bool("quick", false, "a handful of operations per scenario: checks the harness, measures nothing")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	memProfile := fs.String("memprofile", "", "write an allocation profile of the whole run to this file")
-	timeout := fs.Duration("timeout", 10*time.Minute, "give up after this long")
+	timeout := fs.Duration("timeout", 30*time.Minute, "give up after this long (a whole make bench takes about 12 minutes on 2 cores)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
