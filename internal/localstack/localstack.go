@@ -39,7 +39,10 @@ const ConfigTemplate = `# cpex / ContextForge plugin config, unchanged format
 plugins:
 %s
 plugin_settings:
-  plugin_timeout: 5
+  # 10 s: a call in flight when its plugin restarts waits for the new
+  # process, and a Node.js plugin server can take more than 5 s to start
+  # on a busy 2-core machine.
+  plugin_timeout: 10
   plugin_health_check_interval: 2
 extproc:
   mcp_paths: ["/mcp"]
