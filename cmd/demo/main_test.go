@@ -10,30 +10,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/e2e"
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestKeep: the demo's results and its logs go to different places (the
 // log file named first), and -keep keeps the stack serving, its /metrics
@@ -43,7 +25,7 @@ func TestKeep(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "demo.log")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, []string{"-keep", "-load=0", "-log", logPath}, &stdout, &stderr) }()
 

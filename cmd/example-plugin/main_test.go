@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.uber.org/goleak"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver/policy"
 )
@@ -79,24 +79,6 @@ func TestConfigsFromFlags(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startRun runs the command with --addr 127.0.0.1:0 and args in the
 // background and waits until it serves. stop cancels it, as SIGTERM does,
 // and returns run's error; the test fails if run does not end before ctx
@@ -137,7 +119,7 @@ func startRun(ctx context.Context, t *testing.T, logs io.Writer, args ...string)
 func TestServeAndShutDown(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	addr, stop := startRun(ctx, t, logs, "--name", "Guard", "--deny", `(?i)rm\s+-rf`, "--redact", `\d{3}-\d{2}-\d{4}=[SSN]`)
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 )
 
 // TestStatelessFlag: with --stateless an initialize gets no session and the
@@ -12,7 +14,7 @@ import (
 func TestStatelessFlag(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	addr, stop := startRun(ctx, t, logs, "--stateless")
 	tr := &http.Transport{}
 	defer tr.CloseIdleConnections()

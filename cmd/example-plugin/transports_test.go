@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/grpcconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/unixconn"
@@ -19,7 +20,7 @@ func TestServeGRPCAndUnixSocket(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	grpcSock, unixSock := filepath.Join(dir, "g.sock"), filepath.Join(dir, "u.sock")
-	_, stop := startRun(ctx, t, &syncBuffer{}, "--name", "Guard", "--deny", `rm\s+-rf`,
+	_, stop := startRun(ctx, t, &syncbuf.Buffer{}, "--name", "Guard", "--deny", `rm\s+-rf`,
 		"--grpc-addr", "unix://"+grpcSock, "--unix-socket", unixSock)
 	gc, err := grpcconn.New(grpcconn.Target("", grpcSock), grpcconn.Options{})
 	if err != nil {

@@ -1,20 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 )
 
@@ -57,25 +56,6 @@ const badConfig = `plugins:
       url: http://127.0.0.1:1/mcp
 `
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once (the
-// sidecar logs from its goroutines while the test reads).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func writeFile(t *testing.T, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "plugins.yaml")
@@ -102,7 +82,7 @@ func runFor(t *testing.T, args []string, getenv func(string) string) result {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() { done <- run(ctx, args, getenv, &stdout, &stderr) }()
 	select {
@@ -244,7 +224,7 @@ func TestRunStartsAndStops(t *testing.T) {
 	good := writeFile(t, validConfig)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, nil, env(map[string]string{

@@ -22,6 +22,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
 	"github.com/mcp-extproc/mcp-extproc/internal/sidecar"
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
@@ -384,25 +385,6 @@ func TestAuditSinkStuckNeverDelaysRequests(t *testing.T) {
 	}
 }
 
-// logBuffer is a zerolog destination the test can read while the sidecar
-// writes to it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestAuditReload: a reload that changes extproc.audit applies and says
 // that the sink needs a restart: the logger opened at start goes on as it
 // was (the file, the json format); extproc.audit.include applies at once.
@@ -420,7 +402,7 @@ func TestAuditReload(t *testing.T) {
 `, path, format, lists)
 	}
 	dir := newConfigMapDir(t, section("json", false))
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	sc := startSidecar(t, dir.path(), func(o *sidecar.Options) {
 		o.Logger = zerolog.New(zerolog.MultiLevelWriter(logs, zerolog.NewTestWriter(t))).Level(zerolog.InfoLevel)
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
@@ -123,7 +124,7 @@ extproc:
 // an oversized x-request-id), every line the processor writes — before the
 // sidecar's logsafe.Writer — is under logsafe.MaxLine.
 func TestLogLinesBounded(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	guard := plugintest.NewScripted("guard", cpex.ToolPreInvoke)
 	guard.SetFunc(plugintest.Block(cpex.PluginViolation{Reason: "Denied", Description: "no", Code: "NO"}))
 	h := newHarnessWith(t, oneGuard, harnessOptions{proc: func(o *processor.Options) {

@@ -1,17 +1,16 @@
 package processor_test
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	"github.com/rs/zerolog"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/plugintest"
+	"github.com/mcp-extproc/mcp-extproc/internal/syncbuf"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
@@ -50,7 +49,7 @@ func TestObservabilityModeNoReply(t *testing.T) {
 // (announced in protocol_config of the first message) is refused at the
 // first message with a 500, loudly, never misparsed chunk by chunk.
 func TestFullDuplexRefused(t *testing.T) {
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	guard := plugintest.NewScripted("guard", cpex.ToolPreInvoke)
 	h := newHarnessWith(t, oneGuard, harnessOptions{proc: func(o *processor.Options) { o.Logger = zerolog.New(&logs) }}, guard)
 	f := h.filter
@@ -74,22 +73,4 @@ func TestFullDuplexRefused(t *testing.T) {
 	if got := strings.Count(logs.String(), "FULL_DUPLEX_STREAMED is not supported"); got != 1 {
 		t.Errorf("%d log lines name the misconfiguration, want 1:\n%s", got, logs.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for a logger written from streams.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
