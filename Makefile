@@ -42,7 +42,7 @@ FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:Fuzz
 # tests skip.
 TSPLUGIN := internal/nodeplugin/tsplugin
 
-.PHONY: all help build test vet fmt-check unit unit-race unit-static fuzz test-fuzz demo bench deps node-deps clean
+.PHONY: all help build test vet fmt-check unit unit-race unit-static prebuild-static fuzz test-fuzz demo bench deps node-deps clean
 
 all: build
 
@@ -105,14 +105,30 @@ STATIC_CHECKS := ./internal/deploytest
 # once more without it (pkg/processor/budget_test.go).
 BUDGETS := ./pkg/processor
 
-# unit runs its two halves one after the other. Run side by side
-# (make -j2), the race-free half's compiles (helm once per machine, then
-# the deploy checks and budgets) load both cores while the race half's
-# tests of restarts and timeouts run, and two of those failed under that
-# load; `make -j2 unit-race unit-static` does it by hand.
+# unit runs the race half, then the race-free half. While the race half
+# runs, the race-free half's builds (helm once per machine, then the
+# compiles, vet and links of the deploy checks and budgets, running no test)
+# go on beside it at the lowest CPU priority (nice 19): they take the CPU
+# the race half leaves idle (its tests of restarts, timeouts and quiet
+# periods mostly wait), and yield it when a test wants it. Run side by side
+# at normal priority (make -j2 unit-race unit-static) they loaded both
+# cores while the race half tested restarts and timeouts, and two such
+# tests failed. The race-free half then finds its builds done and only
+# runs its tests. A prebuild that fails prints its output and fails unit.
 unit: ## every test, every vet check: the race detector on all but the static deploy checks; allocation budgets without it
-	@$(MAKE) --no-print-directory unit-race
-	@$(MAKE) --no-print-directory unit-static
+	@mkdir -p $(BIN); \
+	nice -n 19 $(MAKE) --no-print-directory prebuild-static >$(BIN)/prebuild.log 2>&1 & pre=$$!; \
+	$(MAKE) --no-print-directory unit-race; rc=$$?; \
+	if ! wait $$pre; then cat $(BIN)/prebuild.log; exit 1; fi; \
+	[ $$rc -eq 0 ] || exit $$rc; \
+	$(MAKE) --no-print-directory unit-static
+
+# prebuild-static builds what unit-static runs (the same flags, so its
+# go test finds every compile, vet and link in the build cache), running no
+# test.
+prebuild-static: $(HELM)
+	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -run '^$$' $(STATIC_CHECKS)
+	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=off -count=1 -run '^$$' $(BUDGETS)
 
 unit-race: ## the race-enabled tests with every vet check (all packages but the static deploy checks)
 	$(GO) test -race $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -timeout 10m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(STATIC_CHECKS))")

@@ -4,7 +4,8 @@
 #   make chart-lint    helm lint and helm template of both shapes, by hand
 #   make chart-files   copy into the chart the files it ships from elsewhere
 #
-# `make test` builds bin/helm while the race tests run, then the static
+# `make test` builds bin/helm while the race tests run (at nice 19, in the
+# CPU they leave idle), then the static
 # deploy checks: internal/deploytest lints and renders the chart with it and
 # runs the deploy checks on the objects (without bin/helm those tests skip,
 # saying so).
