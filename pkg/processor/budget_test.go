@@ -104,15 +104,15 @@ func budgetShapes(t testing.TB) []budgetShape {
 		{name: "passthrough tools/list, MCP-filter metadata", config: pluginConfig(pre, ""), x: listMCPFilter,
 			messages: 2, allocs: 63, check: untouchedAnswer},
 		{name: "one plugin tools/call, no MCP-filter metadata", config: pluginConfig(pre, ""), x: call,
-			messages: 2, allocs: 95, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 93, calls: 1, check: untouchedAnswer},
 		{name: "one plugin tools/call, MCP-filter metadata", config: pluginConfig(pre, ""), x: callMCPFilter,
-			messages: 2, allocs: 98, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 96, calls: 1, check: untouchedAnswer},
 		{name: "tools/list of 200 tools filtered by 20 rules", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: big,
-			messages: 4, allocs: 150, check: listed(budgetListTools - budgetHiddenTools)},
+			messages: 4, allocs: 149, check: listed(budgetListTools - budgetHiddenTools)},
 		{name: "identity from JWT metadata, one plugin", config: pluginConfig(pre+"\n    conditions: [{tenant_ids: [acme]}]", budgetIdentity), x: callJWT,
-			messages: 2, allocs: 111, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 109, calls: 1, check: untouchedAnswer},
 		{name: "SSE answer, post hook", config: pluginConfig("hooks: [tool_pre_invoke, tool_post_invoke]", ""), x: sse,
-			messages: 6, allocs: 169, calls: 2, check: untouchedAnswer},
+			messages: 6, allocs: 167, calls: 2, check: untouchedAnswer},
 		// Rules read every body and record its ids for replays; Envoy's
 		// MCP filter says a tools/call has no list to filter, so its
 		// answer is not read, once a server accepted the session.

@@ -195,13 +195,15 @@ type hookContext struct {
 	// withHeaders attaches HTTP headers to the plugin calls made with ctx.
 	withHeaders func(context.Context, http.Header) context.Context
 	ready       bool // ensureContext ran
+	logged      bool // the exchange's logger carries the request's fields
 }
 
 // ensureContext fills in what only a plugin call or a log line needs: the
 // request id (generated when the request has none or an oversized one), the
-// plugin context metadata, the headers that follow the call into plugins
-// (trace context validated and in canonical form, x-request-id), and the
-// logger's fields. A request no plugin applies to never pays for it.
+// plugin context metadata and the headers that follow the call into plugins
+// (trace context validated and in canonical form, x-request-id); the
+// logger's fields follow on the first log line (logger). A request no
+// plugin applies to never pays for it.
 func (x *exchange) ensureContext() {
 	if x.hookCtx.ready {
 		return
@@ -216,7 +218,6 @@ func (x *exchange) ensureContext() {
 	if r.requestID == "" {
 		r.requestID = rand.Text()
 	}
-	x.log = x.log.With().Str("request_id", r.requestID).Str("mcp_session_id", logsafe.Cap(r.sessionID, logsafe.DefaultCap)).Logger()
 	g := &r.global
 	g.RequestID = r.requestID
 	g.Metadata = map[string]any{"path": r.path, "authority": r.authority}
@@ -230,19 +231,27 @@ func (x *exchange) ensureContext() {
 	for k := range h {
 		g.Metadata[strings.ToLower(k)] = h.Get(k)
 	}
-	h.Set("x-request-id", r.requestID)
+	h["X-Request-Id"] = []string{r.requestID} // canonical already: no Set, which would canonicalize it again
 	if x.hookCtx.withHeaders != nil {
 		x.ctx = x.hookCtx.withHeaders(x.ctx, h)
 	}
 	if x.trail.on() {
 		x.trail.begin() // the span continues the request's trace
 	}
-	r.logDropped(&x.log)
+	if len(r.droppedHeaders) > 0 {
+		r.logDropped(x.logger())
+	}
 }
 
-// logger returns the stream's logger with the request fields set.
+// logger returns the stream's logger with the request fields set, made on
+// first use: a request whose plugins all allow it logs nothing, and then
+// pays for no logger of its own.
 func (x *exchange) logger() *zerolog.Logger {
 	x.ensureContext()
+	if !x.hookCtx.logged {
+		x.hookCtx.logged = true
+		x.log = x.log.With().Str("request_id", x.req.requestID).Str("mcp_session_id", logsafe.Cap(x.req.sessionID, logsafe.DefaultCap)).Logger()
+	}
 	return &x.log
 }
 
