@@ -30,3 +30,14 @@ func inProcess(p config.Plugin, opts *pluginclient.Options) (nonBlocking bool, e
 // NonBlocking implements executor.NonBlocking: the built-in plugins that
 // only compute.
 func (s *pluginSet) NonBlocking(plugin string) bool { return s.nonBlocking[plugin] }
+
+// allBuiltin reports whether every plugin runs in this process (none is
+// reached over a transport); true for none.
+func allBuiltin(plugins []config.Plugin) bool {
+	for _, p := range plugins {
+		if !p.Builtin() {
+			return false
+		}
+	}
+	return true
+}

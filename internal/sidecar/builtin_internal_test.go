@@ -69,3 +69,24 @@ func TestNonBlockingBuiltins(t *testing.T) {
 	}
 	check(next)
 }
+
+// TestAllBuiltin: the snapshot builds no plugin headers (InProcessOnly)
+// only when no plugin is reached over a transport.
+func TestAllBuiltin(t *testing.T) {
+	deny := config.Plugin{Name: "Deny", Kind: "plugins.deny_filter.deny.DenyListPlugin"}
+	ext := config.Plugin{Name: "Policy", Kind: config.KindExternal}
+	for _, tc := range []struct {
+		name    string
+		plugins []config.Plugin
+		want    bool
+	}{
+		{"none", nil, true},
+		{"built-ins only", []config.Plugin{deny, deny}, true},
+		{"an external plugin", []config.Plugin{ext}, false},
+		{"mixed", []config.Plugin{deny, ext}, false},
+	} {
+		if got := allBuiltin(tc.plugins); got != tc.want {
+			t.Errorf("%s: allBuiltin = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

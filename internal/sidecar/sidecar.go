@@ -422,7 +422,8 @@ func (s *sidecar) build(cfg *config.Config, prev *generation) (*generation, []*p
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet, Pins: pins}}
+	g := &generation{cfg: cfg, set: set, exec: exec, snap: &processor.Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: ruleSet, Pins: pins,
+		InProcessOnly: s.tracing == nil && allBuiltin(cfg.Plugins)}}
 	return g, created, removed, nil
 }
 

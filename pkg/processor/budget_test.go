@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/wireconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 )
 
@@ -54,6 +56,9 @@ type budgetShape struct {
 	// accepted yet (its ids are recorded once the answer says it does);
 	// every other shape is of a session a server accepted.
 	newSession bool
+	// inProcess: every plugin runs in the sidecar's process
+	// (Snapshot.InProcessOnly), as with built-in plugins only.
+	inProcess bool
 }
 
 // budgetExchange is what Envoy would send: the request headers (with the
@@ -104,15 +109,17 @@ func budgetShapes(t testing.TB) []budgetShape {
 		{name: "passthrough tools/list, MCP-filter metadata", config: pluginConfig(pre, ""), x: listMCPFilter,
 			messages: 2, allocs: 63, check: untouchedAnswer},
 		{name: "one plugin tools/call, no MCP-filter metadata", config: pluginConfig(pre, ""), x: call,
-			messages: 2, allocs: 93, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 94, calls: 1, check: untouchedAnswer},
 		{name: "one plugin tools/call, MCP-filter metadata", config: pluginConfig(pre, ""), x: callMCPFilter,
-			messages: 2, allocs: 96, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 97, calls: 1, check: untouchedAnswer},
+		{name: "one in-process plugin tools/call, no MCP-filter metadata", config: pluginConfig(pre, ""), x: call,
+			messages: 2, allocs: 90, calls: 1, check: untouchedAnswer, inProcess: true},
 		{name: "tools/list of 200 tools filtered by 20 rules", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: big,
-			messages: 4, allocs: 149, check: listed(budgetListTools - budgetHiddenTools)},
+			messages: 4, allocs: 150, check: listed(budgetListTools - budgetHiddenTools)},
 		{name: "identity from JWT metadata, one plugin", config: pluginConfig(pre+"\n    conditions: [{tenant_ids: [acme]}]", budgetIdentity), x: callJWT,
-			messages: 2, allocs: 109, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 110, calls: 1, check: untouchedAnswer},
 		{name: "SSE answer, post hook", config: pluginConfig("hooks: [tool_pre_invoke, tool_post_invoke]", ""), x: sse,
-			messages: 6, allocs: 167, calls: 2, check: untouchedAnswer},
+			messages: 6, allocs: 168, calls: 2, check: untouchedAnswer},
 		// Rules read every body and record its ids for replays; Envoy's
 		// MCP filter says a tools/call has no list to filter, so its
 		// answer is not read, once a server accepted the session.
@@ -129,6 +136,7 @@ func TestBudgetMessages(t *testing.T) {
 	for _, sh := range budgetShapes(t) {
 		t.Run(sh.name, func(t *testing.T) {
 			rig := newBudgetRig(t, sh.config)
+			rig.snap.InProcessOnly = sh.inProcess
 			if sh.newSession {
 				rig.accepted.Forget(budgetSession)
 			}
@@ -160,6 +168,7 @@ func TestBudgetAllocs(t *testing.T) {
 	for _, sh := range budgetShapes(t) {
 		t.Run(sh.name, func(t *testing.T) {
 			rig := newBudgetRig(t, sh.config)
+			rig.snap.InProcessOnly = sh.inProcess
 			ex := rig.prepare(t, sh.x)
 			res, err := rig.exchange(ex) // warm: first-use allocations are not per exchange
 			if err != nil {
@@ -193,6 +202,7 @@ func BenchmarkBudget(b *testing.B) {
 	for _, sh := range budgetShapes(b) {
 		b.Run(sh.name, func(b *testing.B) {
 			rig := newBudgetRig(b, sh.config)
+			rig.snap.InProcessOnly = sh.inProcess
 			ex := rig.prepare(b, sh.x)
 			b.ReportAllocs()
 			for b.Loop() {
@@ -237,8 +247,10 @@ func newBudgetRig(t testing.TB, yaml string) *budgetRig {
 		t.Fatal(issues)
 	}
 	return &budgetRig{
-		snap:     &Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: set},
-		opts:     &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})},
+		snap: &Snapshot{Settings: &cfg.Extproc, Hooks: exec, Identity: ident, Rules: set},
+		// WithHeaders as the sidecar sets it: a hooked request's headers
+		// follow its plugin calls, unless all of them run in process.
+		opts:     &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{}), WithHeaders: wireconn.WithHeaders},
 		canned:   newCanned(),
 		plugins:  plugins,
 		accepted: acceptedBudgetSession(),
@@ -550,3 +562,37 @@ func acceptedBudgetSession() *attribution.Accepted {
 
 // rulesCallConfig is 20 rules and the MCP filter's metadata read.
 var rulesCallConfig = "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty()
+
+// TestInProcessOnlyBuildsNoPluginHeaders: a snapshot whose plugins all run
+// in the sidecar's process (and export no span) builds no headers for its
+// plugin calls; any other hands them to Options.WithHeaders once per
+// exchange. The plugin is called either way.
+func TestInProcessOnlyBuildsNoPluginHeaders(t *testing.T) {
+	for _, inProcess := range []bool{false, true} {
+		t.Run(fmt.Sprintf("InProcessOnly=%v", inProcess), func(t *testing.T) {
+			rig := newBudgetRig(t, pluginConfig("hooks: [tool_pre_invoke]", ""))
+			rig.snap.InProcessOnly = inProcess
+			var got []http.Header
+			rig.opts.WithHeaders = func(ctx context.Context, h http.Header) context.Context {
+				got = append(got, h)
+				return ctx
+			}
+			shape := budgetShapes(t)[2] // one plugin tools/call, no MCP-filter metadata
+			if !strings.HasPrefix(shape.name, "one plugin tools/call") {
+				t.Fatalf("budget shape 2 is %q", shape.name)
+			}
+			if _, err := rig.exchange(rig.prepare(t, shape.x)); err != nil {
+				t.Fatal(err)
+			}
+			if rig.plugins.calls != 1 {
+				t.Fatalf("plugin called %d times, want 1", rig.plugins.calls)
+			}
+			switch {
+			case inProcess && len(got) != 0:
+				t.Errorf("headers built for in-process plugins: %v", got)
+			case !inProcess && (len(got) != 1 || got[0].Get("X-Request-Id") == ""):
+				t.Errorf("headers handed to plugin calls: %v, want one set with x-request-id", got)
+			}
+		})
+	}
+}

@@ -39,7 +39,7 @@ func TestRetryDelayRefusal(t *testing.T) {
 				Violation:  &cpex.PluginViolation{Reason: "Rate limit exceeded", Code: "RATE_LIMIT", PluginName: "rl", HTTPHeaders: tt.headers},
 				RetryDelay: res.RetryDelay(),
 			}
-			r, ok := (&exchange{}).refusalOf(out, 0, []byte("1"), cpex.ToolPreInvoke)
+			r, ok := (&exchange{snap: &Snapshot{}}).refusalOf(out, 0, []byte("1"), cpex.ToolPreInvoke)
 			if !ok {
 				t.Fatal("no refusal")
 			}

@@ -62,6 +62,12 @@ type Snapshot struct {
 	// Pins check the definitions servers advertise (extproc.tool_pinning,
 	// pinning.go); nil: off.
 	Pins *toolpin.Pinner
+	// InProcessOnly says that every plugin runs in this process and no
+	// span is exported: the request's headers (trace context, x-request-id)
+	// then have nowhere to go, so a hooked request builds none for its
+	// plugin calls (Options.WithHeaders is not called). False, the zero
+	// value, builds them.
+	InProcessOnly bool
 }
 
 // Options configure a Server.

@@ -224,16 +224,18 @@ func (x *exchange) ensureContext() {
 	if r.sessionID != "" {
 		g.Metadata["mcp_session_id"] = r.sessionID
 	}
-	h := r.traceContext()
-	if h == nil {
-		h = make(http.Header, 1)
-	}
-	for k := range h {
-		g.Metadata[strings.ToLower(k)] = h.Get(k)
-	}
-	h["X-Request-Id"] = []string{r.requestID} // canonical already: no Set, which would canonicalize it again
-	if x.hookCtx.withHeaders != nil {
-		x.ctx = x.hookCtx.withHeaders(x.ctx, h)
+	if !x.snap.InProcessOnly {
+		h := r.traceContext()
+		for k := range h {
+			g.Metadata[strings.ToLower(k)] = h.Get(k)
+		}
+		if x.hookCtx.withHeaders != nil {
+			if h == nil {
+				h = make(http.Header, 1)
+			}
+			h["X-Request-Id"] = []string{r.requestID} // canonical already: no Set, which would canonicalize it again
+			x.ctx = x.hookCtx.withHeaders(x.ctx, h)
+		}
 	}
 	if x.trail.on() {
 		x.trail.begin() // the span continues the request's trace
