@@ -95,10 +95,13 @@ func (x *exchange) encodedStream(encoding string) *extprocv3.ProcessingResponse 
 type reader struct{ x *exchange }
 
 // parse parses an answer's body (or event data); when a list is awaited,
-// indexing it as it validates (mcpmsg.ParseList).
-func (rd reader) parse(body []byte) (*mcpmsg.Body, error) {
+// indexing it as it validates (mcpmsg.ParseList), or as the Server's memo
+// of list answers remembers it (listmemo.go): the Body returned is then
+// shared with other streams and must not be written. owned reports that
+// body is the answer's own, never written or reused (listMemo.parse).
+func (rd reader) parse(body []byte, owned bool) (*mcpmsg.Body, error) {
 	if k, ok := rd.x.results.listKeys(); ok {
-		return mcpmsg.ParseList(body, k)
+		return rd.x.lists.parse(body, k, owned)
 	}
 	return mcpmsg.Parse(body)
 }
@@ -130,7 +133,7 @@ func (j *jsonAnswer) body(body []byte) *extprocv3.ProcessingResponse {
 		body = dec
 	}
 	x.obs.BodyInspected("response", len(body))
-	msgs, err := j.parse(body)
+	msgs, err := j.parse(body, true) // decoded from its message (codec.go), or decoded anew
 	if err != nil {
 		if errs := j.unreadable(body, err); errs != nil {
 			return j.replaced(errs)
@@ -414,7 +417,7 @@ func (s *sseAnswer) event(ev *sse.Event) []byte {
 	if !x.results.reading() || len(ev.Data) == 0 || !mcpmsg.MayBeResponse(ev.Data) {
 		return nil
 	}
-	msgs, err := s.parse(ev.Data)
+	msgs, err := s.parse(ev.Data, false) // in the decoder's buffers
 	if err != nil {
 		return nil // not JSON-RPC (a ping, a comment-like payload): not ours to judge
 	}

@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,6 +102,10 @@ func budgetShapes(t testing.TB) []budgetShape {
 	}
 	big := list
 	big.respBody = []string{toolsListOf(t, budgetListTools, budgetHiddenTools)}
+	// A server whose list is new bytes in each answer: the memo of list
+	// answers misses every time (each answer is parsed, and remembered).
+	bigCold := list
+	bigCold.respBody = []string{strings.Replace(big.respBody[0], `"result":{`, `"result":{"nextCursor":"`+budgetSerial+`",`, 1)}
 
 	const pre = "hooks: [tool_pre_invoke]"
 	return []budgetShape{
@@ -114,8 +119,16 @@ func budgetShapes(t testing.TB) []budgetShape {
 			messages: 2, allocs: 97, calls: 1, check: untouchedAnswer},
 		{name: "one in-process plugin tools/call, no MCP-filter metadata", config: pluginConfig(pre, ""), x: call,
 			messages: 2, allocs: 90, calls: 1, check: untouchedAnswer, inProcess: true},
+		// The same answer every time, as a server lists the same tools
+		// to every client: after the first exchange the Server's memo of
+		// list answers serves its parse (listmemo.go).
 		{name: "tools/list of 200 tools filtered by 20 rules", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: big,
-			messages: 4, allocs: 150, check: listed(budgetListTools - budgetHiddenTools)},
+			messages: 4, allocs: 148, check: listed(budgetListTools - budgetHiddenTools)},
+		// The same list, its answer other bytes every time: each is parsed
+		// and remembered (one allocation more than before the memo: its
+		// key, a copy of the answer).
+		{name: "tools/list of 200 tools filtered by 20 rules, new bytes each time", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: bigCold,
+			messages: 4, allocs: 151, check: listed(budgetListTools - budgetHiddenTools)},
 		{name: "identity from JWT metadata, one plugin", config: pluginConfig(pre+"\n    conditions: [{tenant_ids: [acme]}]", budgetIdentity), x: callJWT,
 			messages: 2, allocs: 110, calls: 1, check: untouchedAnswer},
 		{name: "SSE answer, post hook", config: pluginConfig("hooks: [tool_pre_invoke, tool_post_invoke]", ""), x: sse,
@@ -227,6 +240,11 @@ type budgetRig struct {
 	accepted *attribution.Accepted
 	// bufs lends the buffers of edited bodies, as the Server's.
 	bufs bodyBuffers
+	// lists remembers the list answers parsed, as the Server's.
+	lists *listMemo
+	// record keeps what the client gets of a STREAMED answer
+	// (budgetResult.streamed), which the budgets do not count.
+	record bool
 }
 
 func newBudgetRig(t testing.TB, yaml string) *budgetRig {
@@ -254,6 +272,7 @@ func newBudgetRig(t testing.TB, yaml string) *budgetRig {
 		canned:   newCanned(),
 		plugins:  plugins,
 		accepted: acceptedBudgetSession(),
+		lists:    newListMemo(listMemoBytes),
 	}
 }
 
@@ -279,6 +298,30 @@ type encodedExchange struct {
 	reqHeaders, reqBody, respHeaders []byte
 	respChunks                       [][]byte
 	respBuffered                     []byte // the chunks as one BUFFERED message
+	// chunkText are the chunks as the server sent them.
+	chunkText [][]byte
+	// serialAt is where respBuffered holds budgetSerial (0: nowhere), which
+	// each exchange overwrites with a number of its own: the answer is new
+	// bytes every time.
+	serialAt int
+	serial   uint32
+}
+
+// budgetSerial is the place in an answer that the exchanges number; it is
+// as long as the 8 hex digits that replace it.
+const budgetSerial = "serial00"
+
+// nextSerial numbers e's buffered answer anew, in place (the codec copies
+// the body it decodes).
+func (e *encodedExchange) nextSerial() {
+	if e.serialAt == 0 {
+		return
+	}
+	e.serial++
+	b := e.respBuffered[e.serialAt : e.serialAt+len(budgetSerial)]
+	for i, n := len(b)-1, e.serial; i >= 0; i, n = i-1, n>>4 {
+		b[i] = "0123456789abcdef"[n&15]
+	}
 }
 
 func (r *budgetRig) prepare(t testing.TB, x budgetExchange) *encodedExchange {
@@ -306,7 +349,9 @@ func (r *budgetRig) prepare(t testing.TB, x budgetExchange) *encodedExchange {
 	e.respHeaders = enc(responseHeaders(status, x.respHeaders[2:]...))
 	for i, c := range x.respBody {
 		e.respChunks = append(e.respChunks, enc(responseBody(c, i == len(x.respBody)-1)))
+		e.chunkText = append(e.chunkText, []byte(c))
 	}
+	e.serialAt = max(bytes.Index(e.respBuffered, []byte(budgetSerial)), 0)
 	return e
 }
 
@@ -317,7 +362,10 @@ type budgetResult struct {
 	immediate *extprocv3.ImmediateResponse
 	// answer is the response body the client gets, when Envoy sent it.
 	answer []byte
-	st     *stream
+	// streamed is what the client gets of a STREAMED answer, when the
+	// rig records it (budgetRig.record).
+	streamed []byte
+	st       *stream
 }
 
 // sent is what Process does once the last reply is sent: a buffer the
@@ -336,8 +384,10 @@ func (r *budgetResult) sent() {
 // with the sidecar's codec, hands it to a new stream and follows the
 // replies, counting the messages.
 func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
+	e.nextSerial()
 	st := newStream(context.Background(), r.snap, r.opts, r.canned, r.accepted)
 	st.x.body.pool = &r.bufs
+	st.x.lists = r.lists
 	res := &budgetResult{st: st}
 	reqHeaders, respHeaders := true, true
 	reqBody, respBody := filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_NONE
@@ -394,10 +444,17 @@ func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
 				}
 				return r != nil, err
 			case filterv3.ProcessingMode_STREAMED:
-				for _, c := range e.respChunks {
-					r, err := send("response_body", c)
+				for i, c := range e.respChunks {
+					resp, err := send("response_body", c)
+					if resp != nil && r.record {
+						if m := mutatedBody(resp, c); m != nil {
+							res.streamed = append(res.streamed, m...)
+						} else {
+							res.streamed = append(res.streamed, e.chunkText[i]...)
+						}
+					}
 					st.x.body.sent()
-					if r == nil || err != nil {
+					if resp == nil || err != nil {
 						return false, err
 					}
 				}

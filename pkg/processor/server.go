@@ -109,6 +109,7 @@ type Server struct {
 	canned   *canned
 	accepted *attribution.Accepted // sessions a server accepted (commitRecords)
 	bufs     bodyBuffers           // the buffers edited bodies are built in (bodybuf.go)
+	lists    *listMemo             // the list answers parsed, by their bytes (listmemo.go)
 	draining atomic.Bool
 	open     atomic.Int64
 	// warned* make a filter misconfiguration loud once, not once per request.
@@ -123,7 +124,7 @@ func New(opts Options) *Server {
 	if opts.Attribution == nil {
 		opts.Attribution = attribution.New(attribution.Options{})
 	}
-	return &Server{opts: opts, canned: newCanned(), accepted: attribution.NewAccepted(0, 0, nil)}
+	return &Server{opts: opts, canned: newCanned(), accepted: attribution.NewAccepted(0, 0, nil), lists: newListMemo(listMemoBytes)}
 }
 
 // Drain makes the server refuse new streams; open streams run to their end.
@@ -149,6 +150,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	reserveStack()
 	st := newStream(srv.Context(), s.opts.Snapshot(), &s.opts, s.canned, s.accepted)
 	st.x.body.pool = &s.bufs
+	st.x.lists = s.lists
 	defer st.x.trail.finish()
 	for first := true; ; first = false {
 		req, err := srv.Recv()

@@ -1,9 +1,10 @@
 package toolpin
 
 import (
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/mcp-extproc/mcp-extproc/internal/bytesmemo"
 )
 
 // DefaultCacheBytes bounds the caches of a [Pinner]: the definitions it
@@ -17,85 +18,6 @@ const DefaultCacheBytes = 8 << 20
 // most this long, and at most half the store's TTL.
 const MaxPinMemo = 30 * time.Second
 
-// gens is a map from byte strings to values of V, bounded in two
-// generations: values go to cur; when cur would exceed half the bound, it
-// becomes prev (the old prev is dropped) and cur starts empty. A hit in
-// prev moves the value to cur, so what keeps being asked for stays while
-// what is not any more ages out. It is safe for concurrent use; a hit in
-// cur takes the read lock only.
-type gens[V any] struct {
-	half int // bytes per generation
-
-	mu        sync.RWMutex
-	cur, prev map[string]sized[V]
-	curBytes  int
-}
-
-// sized is a value and the bytes it is counted for.
-type sized[V any] struct {
-	v    V
-	cost int
-}
-
-// init makes g empty, bounded by maxBytes.
-func (g *gens[V]) init(maxBytes int) {
-	g.half, g.cur, g.prev, g.curBytes = maxBytes/2, map[string]sized[V]{}, nil, 0
-}
-
-// get returns the value of key that ok accepts, from cur or prev (moving
-// it to cur).
-func (g *gens[V]) get(key []byte, ok func(V) bool) (V, bool) {
-	g.mu.RLock()
-	s, hit := g.cur[string(key)]
-	g.mu.RUnlock()
-	if hit && ok(s.v) {
-		return s.v, true
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if s, hit := g.cur[string(key)]; hit && ok(s.v) {
-		return s.v, true // put there meanwhile
-	}
-	if s, hit := g.prev[string(key)]; hit && ok(s.v) {
-		g.putLocked(key, s)
-		return s.v, true
-	}
-	var zero V
-	return zero, false
-}
-
-// put stores v under key, counted for cost bytes.
-func (g *gens[V]) put(key []byte, v V, cost int) {
-	g.mu.Lock()
-	g.putLocked(key, sized[V]{v: v, cost: cost})
-	g.mu.Unlock()
-}
-
-// putLocked stores s in cur, starting a new generation first when cur
-// has no room; a value larger than a generation is not stored. g.mu is
-// held.
-func (g *gens[V]) putLocked(key []byte, s sized[V]) {
-	if s.cost > g.half {
-		return
-	}
-	if old, ok := g.cur[string(key)]; ok {
-		g.curBytes -= old.cost
-	}
-	if g.curBytes+s.cost > g.half {
-		g.prev, g.cur, g.curBytes = g.cur, make(map[string]sized[V], len(g.cur)), 0
-	}
-	g.cur[string(key)] = s
-	g.curBytes += s.cost
-}
-
-// sizes returns the values held in each generation and the bytes counted
-// in cur (for tests).
-func (g *gens[V]) sizes() (cur, prev, curBytes int) {
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return len(g.cur), len(g.prev), g.curBytes
-}
-
 // fpCache remembers what [Of] returned for the definitions seen, keyed by
 // their bytes exactly as the list held them, so that a server answering
 // the same bytes again costs a map lookup per definition instead of a
@@ -104,7 +26,7 @@ func (g *gens[V]) sizes() (cur, prev, curBytes int) {
 // only hashed), so a hit is exactly what Of would return: no collision can
 // make a changed definition look unchanged.
 type fpCache struct {
-	gens[*fpEntry]
+	*bytesmemo.Memo[*fpEntry]
 }
 
 // fpEntry is what Of returned for one definition, and what the Pinner
@@ -142,9 +64,7 @@ func newFPCache(maxBytes int) *fpCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	c := &fpCache{}
-	c.init(maxBytes)
-	return c
+	return &fpCache{bytesmemo.New[*fpEntry](maxBytes)}
 }
 
 // cost estimates what the entry of item holds: the key, the name and the
@@ -155,41 +75,28 @@ func cost(item []byte, e *fpEntry) int {
 
 // each calls f with the index and entry (or Of's error) of every item of
 // items, definitions of kind k, in order: from the cache, or from Of (then
-// remembering them). The steady state takes the read lock once per list.
-// f must not call c. On a nil cache, every entry is new.
+// remembering them). On a nil cache, every entry is new.
 func (c *fpCache) each(k Kind, items [][]byte, f func(i int, e *fpEntry, err error)) {
-	if c == nil {
-		for i, item := range items {
-			e, err := newEntry(k, item)
-			f(i, e, err)
-		}
-		return
-	}
-	c.mu.RLock()
 	for i, item := range items {
-		if s, ok := c.cur[string(item)]; ok && s.v.kind == k {
-			f(i, s.v, nil)
-			continue
-		}
-		c.mu.RUnlock()
-		e, err := c.miss(k, item)
+		e, err := c.entry(k, item)
 		f(i, e, err)
-		c.mu.RLock()
 	}
-	c.mu.RUnlock()
 }
 
-// miss returns the entry of item from the previous generation (moving it
-// to the current one) or from Of (remembering it).
-func (c *fpCache) miss(k Kind, item []byte) (*fpEntry, error) {
-	if e, ok := c.get(item, func(e *fpEntry) bool { return e.kind == k }); ok {
+// entry returns the entry of item from the cache or from Of (remembering
+// it).
+func (c *fpCache) entry(k Kind, item []byte) (*fpEntry, error) {
+	if c == nil {
+		return newEntry(k, item)
+	}
+	if e, ok := c.Get(item, func(e *fpEntry) bool { return e.kind == k }); ok {
 		return e, nil
 	}
 	e, err := newEntry(k, item)
 	if err != nil {
 		return nil, err // not remembered: an unreadable definition is no steady state
 	}
-	c.put(item, e, cost(item, e))
+	c.Put(item, e, cost(item, e))
 	return e, nil
 }
 
@@ -223,7 +130,7 @@ type listedItem struct {
 // items. Like fpCache, a hit is exactly what resolving the bytes again
 // would give.
 type listCache struct {
-	gens[*resolved]
+	*bytesmemo.Memo[*resolved]
 }
 
 // newListCache returns a cache of at most maxBytes (nil when maxBytes ≤
@@ -232,9 +139,7 @@ func newListCache(maxBytes int) *listCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	c := &listCache{}
-	c.init(maxBytes)
-	return c
+	return &listCache{bytesmemo.New[*resolved](maxBytes)}
 }
 
 // lookup returns the resolved definitions of result, a list result of
@@ -243,7 +148,7 @@ func (c *listCache) lookup(k Kind, result []byte) (*resolved, bool) {
 	if c == nil {
 		return nil, false
 	}
-	return c.get(result, func(r *resolved) bool { return r.kind == k })
+	return c.Get(result, func(r *resolved) bool { return r.kind == k })
 }
 
 // store remembers r as what result resolves to.
@@ -255,5 +160,5 @@ func (c *listCache) store(result []byte, r *resolved) {
 	for _, l := range r.listed {
 		n += cost(nil, l.e)
 	}
-	c.put(result, r, n)
+	c.Put(result, r, n)
 }

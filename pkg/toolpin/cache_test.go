@@ -153,16 +153,16 @@ func TestCacheBound(t *testing.T) {
 				t.Fatalf("round %d: the definition every list shows was fingerprinted again", round)
 			}
 		})
-		cur, prev, curBytes := c.sizes()
-		if curBytes > bound/2 {
-			t.Fatalf("round %d: %d bytes in the current generation, bound %d", round, curBytes, bound/2)
+		s := c.Stats()
+		if s.CurrentBytes > bound/2 {
+			t.Fatalf("round %d: %d bytes in the current generation, bound %d", round, s.CurrentBytes, bound/2)
 		}
-		if perEntry := cost(kept[0], first); (cur+prev)*perEntry > bound*2 {
-			t.Fatalf("round %d: %d+%d entries of ~%d bytes over the bound %d", round, cur, prev, perEntry, bound)
+		if perEntry := cost(kept[0], first); (s.Current+s.Previous)*perEntry > bound*2 {
+			t.Fatalf("round %d: %d+%d entries of ~%d bytes over the bound %d", round, s.Current, s.Previous, perEntry, bound)
 		}
 	}
-	if cur, prev, _ := c.sizes(); cur+prev >= 20*11 {
-		t.Errorf("%d+%d entries: nothing was dropped", cur, prev)
+	if s := c.Stats(); s.Current+s.Previous >= 20*11 {
+		t.Errorf("%d+%d entries: nothing was dropped", s.Current, s.Previous)
 	}
 	big := []byte(`{"name":"big","description":"` + strings.Repeat("x", bound) + `"}`)
 	c.each(Tool, [][]byte{big}, func(_ int, e *fpEntry, err error) {
@@ -170,8 +170,8 @@ func TestCacheBound(t *testing.T) {
 			t.Fatalf("big definition: %v %v", e, err)
 		}
 	})
-	if _, _, curBytes := c.sizes(); curBytes > bound/2 {
-		t.Errorf("a definition larger than a generation was kept: %d bytes", curBytes)
+	if s := c.Stats(); s.CurrentBytes > bound/2 {
+		t.Errorf("a definition larger than a generation was kept: %d bytes", s.CurrentBytes)
 	}
 }
 
@@ -412,8 +412,8 @@ func TestCheckResult(t *testing.T) {
 				}
 			}
 		}
-		if cur, prev, _ := byResult.lists.sizes(); cur+prev != 2 {
-			t.Errorf("%s: %d+%d results remembered, want the 2 seen", tc.method, cur, prev)
+		if s := byResult.lists.Stats(); s.Current+s.Previous != 2 {
+			t.Errorf("%s: %d+%d results remembered, want the 2 seen", tc.method, s.Current, s.Previous)
 		}
 		// The last list shown was v2: its changed call is refused.
 		if cc, _ := byResult.CallChange(ctx, "s", kind, tc.called); cc == nil {
