@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -60,6 +61,43 @@ func ToolsListOf(n, admin int) (*Exchange, error) {
 		ResponseHeaders: []Header{{":status", "200"}, {"content-type", "application/json"}, {"content-length", strconv.Itoa(len(body))}},
 		ResponseBody:    [][]byte{body},
 	}, nil
+}
+
+// listVariants are how many answers of other bytes the cold list row
+// cycles through: 256 lists of ~66 KB are more than the sidecar's memo of
+// list answers keeps (8 MiB, processor/listmemo.go), so each is read anew.
+const listVariants = 256
+
+// coldListOp is exchangeOp over variants of one list answer, each
+// exchange the next of them: an answer the sidecar has not read before
+// (the same tools, a serial number in the first description).
+func coldListOp(d *Driver, ep *Endpoint, variants []*Prepared, ok check) Op {
+	i := 0
+	return func(ctx context.Context) (Timing, error) {
+		p := variants[i%len(variants)]
+		i++
+		return exchangeOp(d, ep, p, ok)(ctx)
+	}
+}
+
+// listVariantsOf returns n variants of x, a tools/list exchange whose
+// answer's first description names a serial number of fixed width.
+func listVariantsOf(x *Exchange, n int) ([]*Prepared, error) {
+	const mark = "Does admin_0 to"
+	body := x.ResponseBody[0]
+	at := bytes.Index(body, []byte(mark))
+	if at < 0 {
+		return nil, fmt.Errorf("list variants: %q not in the answer", mark)
+	}
+	out := make([]*Prepared, n)
+	for i := range out {
+		v := *x
+		b := bytes.Clone(body)
+		copy(b[at:], fmt.Sprintf("Does adm%04d to", i)) // as long as mark
+		v.ResponseBody = [][]byte{b}
+		out[i] = Prepare(&v)
+	}
+	return out, nil
 }
 
 // listedCount checks that the client got a tools/list of want tools.
@@ -177,6 +215,17 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 	}
 	r.rep.Checks = append(r.rep.Checks, Check{Name: fmt.Sprintf("tools/list of %d tools filtered by %d rules p50 / reading it (BUFFERED)", benchListTools, benchRules),
 		Ratio: list.Ratio(0, 2, MetricP50), Target: ListTarget})
+	// The same list, an answer of other bytes every time: what the first
+	// list of a server's tools costs (no parse remembered), against the
+	// reading server on the same answers.
+	variants, err := listVariantsOf(lx, listVariants)
+	if err != nil {
+		return err
+	}
+	cold, err := Compare(ctx, r.fine, coldListOp(d, ruled, variants, filtered), coldListOp(d, reader, variants, untouched(variants[0])))
+	if err != nil {
+		return err
+	}
 	r.rulesTable([]rulesRow{
 		{name: "tools/call echo, 20 rules (none denies) vs no rules", cmp: call, msgs: fmt.Sprintf("%d/%d", callMsgs[0], callMsgs[1])},
 		{name: "the same, 2026-07-28 headers (Mcp-Method, Mcp-Name)", cmp: call26, msgs: fmt.Sprintf("%d/%d", call26Msgs[0], call26Msgs[1])},
@@ -184,6 +233,8 @@ func (r *runner) rulesScenario(ctx context.Context) (err error) {
 		{name: fmt.Sprintf("tools/list of %d tools, %d hidden by a rule vs no rules", benchListTools, benchAdminTools), cmp: list,
 			msgs: fmt.Sprintf("%d/%d", listMsgs[0], listMsgs[1])},
 		{name: "the same list vs a server that reads the answer (BUFFERED) and changes nothing", cmp: list, b: 2,
+			msgs: fmt.Sprintf("%d/%d", listMsgs[0], readerMsgs[0])},
+		{name: fmt.Sprintf("the same list, its answer other bytes each time (%d variants: never a parse remembered) vs the reading server", listVariants), cmp: cold,
 			msgs: fmt.Sprintf("%d/%d", listMsgs[0], readerMsgs[0])},
 	})
 	return nil
@@ -203,7 +254,7 @@ func (r *runner) rulesTable(rows []rulesRow) {
 		Notes: []string{
 			"Both sidecars call one enforcing plugin (tool_pre_invoke) on the echo call. The 20 rules (internal/bench/rules.go) mix role, tool-name, argument, tenant and header rules; none denies echo. With rules, a request whose headers do not name its method (MCP 2025-11-25) may be a list, so its response headers are asked for (one ext_proc message more, 3 instead of 2); with 2026-07-28 headers a tools/call is known not to be one.",
 			"Behind Envoy's MCP filter (envoy/envoy.yaml: envoy.filters.http.mcp before ext_proc, its namespace forwarded), the request-headers message carries the method Envoy read from the body, so a 2025-11-25 tools/call is known not to be a list: 2 messages, as with 2026-07-28 headers. Both sidecars get the same metadata.",
-			"tools/list: 200 tools (~330 bytes each, JSON answer); one rule hides the 50 admin_ tools from the caller, who has no admin role. Without rules the sidecar does not read the answer; with rules it reads it (one response-headers and one buffered response-body message more) and rewrites it without the hidden items.",
+			"tools/list: 200 tools (~330 bytes each, JSON answer); one rule hides the 50 admin_ tools from the caller, who has no admin role. Without rules the sidecar does not read the answer; with rules it reads it (one response-headers and one buffered response-body message more) and rewrites it without the hidden items. The sidecar remembers the parse of a list answer by its bytes (processor/listmemo.go), so the rows above read a parse remembered after the first list, as a server answering every client with the same list; the last row cycles through answers it has not read (a serial number in the first description), the cost of a list's first reading.",
 		},
 	}
 	r.addComparisonRows(&t, "rules", rows)
