@@ -2,8 +2,8 @@
 #   make demo   start a local stack and push MCP calls through the sidecar
 #               (DEMO_FLAGS=-transports=mcp,grpc: the policy split over MCP and gRPC;
 #               DEMO_FLAGS=-keep: keep the stack up until Ctrl-C)
-#   make test   vet, format check, race-enabled tests (with the chart's helm
-#               checks: helm is built once per machine), the fuzz targets'
+#   make test   vet, format check, race-enabled tests (with the chart's checks:
+#               the chart checker is built once per machine), the fuzz targets'
 #               seed corpora as plain tests, allocation budgets
 # Everything else is optional (`make help` lists it). Only Go (see go.mod)
 # must be installed; the Makefile fetches the modules it needs.
@@ -78,8 +78,8 @@ test: deps node-deps fmt-check unit ## what CI runs: gofmt, race tests with ever
 VET_CHECKS = $(shell $(GO) tool vet help 2>/dev/null | awk '/^    [a-z]/ {print $$1}' | paste -sd, -)
 
 # TEST_BUILD are the build flags of every compile make test runs: the race
-# build, the race-free build of the static checks and budgets, and helm
-# (mk/chart.mk), which shares the race-free compiles of the standard library
+# build, the race-free build of the static checks and budgets, and the chart
+# checker (mk/chart.mk), which shares the race-free compiles of the standard library
 # and of the Kubernetes modules with the deploy checks (hack/tools/go.mod).
 # -trimpath: the build cache serves any clone, whatever its directory.
 # -dwarf=false: no debug information, which no test reads (race reports
@@ -106,7 +106,7 @@ STATIC_CHECKS := ./internal/deploytest
 BUDGETS := ./pkg/processor
 
 # unit runs the race half, then the race-free half. While the race half
-# runs, the race-free half's builds (helm once per machine, then the
+# runs, the race-free half's builds (bin/chartcheck once per machine, then the
 # compiles, vet and links of the deploy checks and budgets, running no test)
 # go on beside it at the lowest CPU priority (nice 19): they take the CPU
 # the race half leaves idle (its tests of restarts, timeouts and quiet
@@ -126,14 +126,14 @@ unit: ## every test, every vet check: the race detector on all but the static de
 # prebuild-static builds what unit-static runs (the same flags, so its
 # go test finds every compile, vet and link in the build cache), running no
 # test.
-prebuild-static: $(HELM)
+prebuild-static: $(CHARTCHECK) ## the race-free half's builds without running a test (unit runs it beside the race tests)
 	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -run '^$$' $(STATIC_CHECKS)
 	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=off -count=1 -run '^$$' $(BUDGETS)
 
 unit-race: ## the race-enabled tests with every vet check (all packages but the static deploy checks)
 	$(GO) test -race $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -timeout 10m $$($(GO) list ./... | grep -v -x -F "$$($(GO) list $(STATIC_CHECKS))")
 
-unit-static: ## the static deploy checks (with helm) and the allocation budgets, race detector off
+unit-static: ## the static deploy checks (with the chart checker) and the allocation budgets, race detector off
 	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -timeout 10m $(STATIC_CHECKS)
 	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=off -count=1 -timeout 5m -run 'Budget' $(BUDGETS)
 

@@ -1,7 +1,7 @@
 // Package deploytest holds the static checks of the deployment files: the
 // Envoy bootstrap (envoy/envoy.yaml, its stats listener included), the
 // Kubernetes manifests (manifests/, rendered with kustomize), the Helm chart
-// (charts/mcp-extproc, rendered with bin/helm: the same checks, plus config
+// (charts/mcp-extproc, rendered with bin/chartcheck, helm's library: the same checks, plus config
 // checksums and parity of its defaults with manifests/base), the Istio
 // EnvoyFilter, the monitors, NetworkPolicies, alerts and the Grafana
 // dashboard (every metric they name must be exported by pkg/metrics or by

@@ -25,7 +25,9 @@ const (
 	helmRelease    = "mcp-extproc"
 	helmNamespace  = "mcp-extproc"
 	helmKubeVer    = "1.33.0" // helm built from source assumes 1.20; the chart needs >= 1.29
-	helmBinaryPath = "bin/helm"
+	// helmBinaryPath is helm's lint and template (hack/tools/chartcheck:
+	// helm's library behind the same command lines), built by make test.
+	helmBinaryPath = "bin/chartcheck"
 )
 
 // helmShape is one way of installing the chart the tests render.
@@ -49,12 +51,12 @@ var helmShapes = []helmShape{
 	{name: "gateway-redis", values: "testdata/helm/gateway-redis.yaml", sharedStore: true},
 }
 
-// helmBinary returns bin/helm, or skips the test when it is not built.
+// helmBinary returns bin/chartcheck, or skips the test when it is not built.
 func helmBinary(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(repoRoot(t), helmBinaryPath)
 	if _, err := os.Stat(bin); errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("%s not built: the chart is not checked (`make helm` builds it; `make test` does)", helmBinaryPath)
+		t.Skipf("%s not built: the chart is not checked (`make bin/chartcheck` builds it; `make test` does)", helmBinaryPath)
 	}
 	return bin
 }
@@ -128,7 +130,7 @@ func decodeHelm(dir string, out []byte) (*rendered, []error) {
 	return r, errs
 }
 
-// renderChart lints and renders one shape with bin/helm.
+// renderChart lints and renders one shape with bin/chartcheck.
 func renderChart(t *testing.T, bin string, sh helmShape) *rendered {
 	t.Helper()
 	if _, err := runHelm(t, bin, append(sh.helmArgs("lint"), "--strict")...); err != nil {
@@ -153,7 +155,7 @@ func renderChart(t *testing.T, bin string, sh helmShape) *rendered {
 // ConfigMap rolls the Pods through a matching checksum annotation, and the
 // alerts' metrics exist.
 //
-// It needs bin/helm (`make helm`; `make test` builds it first) and skips,
+// It needs bin/chartcheck (`make bin/chartcheck`; `make test` builds it) and skips,
 // in one line, without it.
 func TestHelmChart(t *testing.T) {
 	bin := helmBinary(t)
