@@ -21,10 +21,10 @@ import (
 
 // Where the chart lives, and how it is rendered.
 const (
-	chartDir       = "charts/mcp-extproc"
-	helmRelease    = "mcp-extproc"
-	helmNamespace  = "mcp-extproc"
-	helmKubeVer    = "1.33.0" // helm built from source assumes 1.20; the chart needs >= 1.29
+	chartDir      = "charts/mcp-extproc"
+	helmRelease   = "mcp-extproc"
+	helmNamespace = "mcp-extproc"
+	helmKubeVer   = "1.33.0" // helm built from source assumes 1.20; the chart needs >= 1.29
 	// helmBinaryPath is helm's lint and template (hack/tools/chartcheck:
 	// helm's library behind the same command lines), built by make test.
 	helmBinaryPath = "bin/chartcheck"
