@@ -125,8 +125,10 @@ unit: ## every test, every vet check: the race detector on all but the static de
 
 # prebuild-static builds what unit-static runs (the same flags, so its
 # go test finds every compile, vet and link in the build cache), running no
-# test.
-prebuild-static: $(CHARTCHECK) ## the race-free half's builds without running a test (unit runs it beside the race tests)
+# test; bin/chartcheck first (its prerequisite, in mk/chart.mk: a
+# prerequisite is expanded where the rule is read, and mk/*.mk is included
+# at the end).
+prebuild-static: ## the race-free half's builds without running a test (unit runs it beside the race tests)
 	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=$(VET_CHECKS) -count=1 -run '^$$' $(STATIC_CHECKS)
 	$(GO) test $(TEST_BUILD) -ldflags=-w -vet=off -count=1 -run '^$$' $(BUDGETS)
 

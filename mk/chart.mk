@@ -83,3 +83,4 @@ chart-files: ## copy into the chart the files it ships from envoy/ and manifests
 # The static deploy checks need bin/chartcheck to check the chart (make
 # test builds it while the race tests run: the Makefile's unit).
 unit-static: $(CHARTCHECK)
+prebuild-static: $(CHARTCHECK)

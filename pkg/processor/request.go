@@ -99,20 +99,32 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 		name, _ := ruleTarget(m)
 		b.event = x.trail.message(m, name)
 	}
-	if r, refused := b.checkRules(i, m); refused && !b.shadowed(m, &r) {
-		return r, true
+	// Each check runs only when the configuration has what it checks
+	// with: rules, pins, a plugin on its hook. The pre hook decides its
+	// own (its hook depends on the method).
+	snap := x.snap
+	if snap.Rules.Len() > 0 {
+		if r, refused := b.checkRules(i, m); refused && !b.shadowed(m, &r) {
+			return r, true
+		}
 	}
-	if r, refused := b.checkPinnedCall(i, m); refused && !b.shadowed(m, &r) {
-		return r, true
+	if snap.Pins != nil {
+		if r, refused := b.checkPinnedCall(i, m); refused && !b.shadowed(m, &r) {
+			return r, true
+		}
 	}
-	if r, refused := b.checkPermission(i, m); refused && !b.shadowed(m, &r) {
-		return r, true
+	if snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) {
+		if r, refused := b.checkPermission(i, m); refused && !b.shadowed(m, &r) {
+			return r, true
+		}
 	}
 	if r, refused := b.preHook(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	if r, refused := b.delegate(i, m); refused && !b.shadowed(m, &r) {
-		return r, true
+	if snap.Hooks.Applies(cpex.TokenDelegate) {
+		if r, refused := b.delegate(i, m); refused && !b.shadowed(m, &r) {
+			return r, true
+		}
 	}
 	x.results.expectList(m, b.event) // a list the rules, pinning or a list hook read
 	return refusal{}, false
