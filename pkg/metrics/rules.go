@@ -18,6 +18,9 @@ type ruleMetrics struct {
 	shadowed *prometheus.CounterVec
 	// auditDropped counts the audit events the sink never wrote.
 	auditDropped *prometheus.CounterVec
+	// listReads counts the list answers read for the rules, pinning or a
+	// list hook, by where their parse came from.
+	listReads oneLabel
 }
 
 func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
@@ -39,7 +42,10 @@ func newRuleMetrics(reg prometheus.Registerer) ruleMetrics {
 	r.auditDropped = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "audit_dropped_total",
 		Help: "Audit events never written, by reason (queue_full: the sink is behind; sink_error; shutdown; closed). Any increase is a gap in the audit trail."},
 		[]string{"reason"})
-	reg.MustRegister(r.decisions, r.duration, r.pinChanges, r.shadowed, r.auditDropped)
+	r.listReads = newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "list_answers_read_total",
+		Help: "List answers (4 KiB and up) read for the rules, pinning or a list hook, by where their parse came from (memo: the same bytes were read before and remembered; scan: read now)."},
+		[]string{"from"})
+	reg.MustRegister(r.decisions, r.duration, r.pinChanges, r.shadowed, r.auditDropped, r.listReads.vec)
 	return r
 }
 
@@ -62,6 +68,9 @@ func (m *Metrics) PinChange(kind, action string) {
 func (m *Metrics) Shadowed(by, name, decision string) {
 	m.rules.shadowed.WithLabelValues(by, name, decision).Inc()
 }
+
+// ListRead implements processor.Observer.
+func (m *Metrics) ListRead(from string) { m.rules.listReads.with(from).Inc() }
 
 // AuditDropped counts an audit event the sink never wrote; it is the
 // audit logger's OnDrop.

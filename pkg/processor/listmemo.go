@@ -2,7 +2,6 @@ package processor
 
 import (
 	"bytes"
-	"sync/atomic"
 	"unsafe"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/bytesmemo"
@@ -44,12 +43,10 @@ const listMemoBytes = 8 << 20
 const minListMemoBody = 4 << 10
 
 // listMemo remembers parsed list answers (see above). It is safe for
-// concurrent use; a nil listMemo remembers nothing.
+// concurrent use; a nil listMemo remembers nothing. What it served is
+// counted by the Observer (ListRead).
 type listMemo struct {
 	memo *bytesmemo.Memo[parsedList]
-	// hits counts the answers served from the memo, remembered those
-	// parsed and put in it (read by tests).
-	hits, remembered atomic.Int64
 }
 
 // parsedList is a remembered list answer: ParseList's Body of it, with
@@ -69,28 +66,28 @@ func newListMemo(maxBytes int) *listMemo {
 // the same keys before, else parsed and, when it parses, remembered (an
 // error never is: a body that does not parse is read again each time).
 // The Body returned may be shared with other streams: it must not be
-// written. owned reports that body is never written or reused by anyone
+// written. from says where the parse of a body large enough to be
+// remembered came from: "memo" (these bytes were read before) or "scan"
+// (read now); "" for a smaller one. owned reports that body is never written or reused by anyone
 // (a buffered answer, decoded from its ext_proc message), so that a
 // remembered Body may point into it; else (an SSE event's data, in the
 // decoder's buffers) what is remembered is a parse of a copy.
-func (m *listMemo) parse(body []byte, k mcpmsg.ListKeys, owned bool) (*mcpmsg.Body, error) {
+func (m *listMemo) parse(body []byte, k mcpmsg.ListKeys, owned bool) (b *mcpmsg.Body, from string, err error) {
 	if m == nil || len(body) < minListMemoBody {
-		return mcpmsg.ParseList(body, k)
+		b, err = mcpmsg.ParseList(body, k)
+		return b, "", err
 	}
 	if p, ok := m.memo.Get(body, func(p parsedList) bool { return p.keys == k }); ok {
-		m.hits.Add(1)
-		return p.body, nil
+		return p.body, "memo", nil
 	}
 	if !owned {
 		body = bytes.Clone(body)
 	}
-	b, err := mcpmsg.ParseList(body, k)
-	if err != nil {
-		return nil, err
+	if b, err = mcpmsg.ParseList(body, k); err != nil {
+		return nil, "scan", err
 	}
 	m.memo.Put(body, parsedList{keys: k, body: b}, parsedCost(b))
-	m.remembered.Add(1)
-	return b, nil
+	return b, "scan", nil
 }
 
 // The sizes parsedCost counts a Body for.

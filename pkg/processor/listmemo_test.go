@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
@@ -141,9 +142,9 @@ func clientGets(r *budgetResult, x budgetExchange) []byte {
 }
 
 // TestListMemo: each case's exchanges in order through one rig (one
-// Server's memo): what each client gets, and how many answers the memo
-// served (hits) and parsed and kept (remembered). An answer served from
-// the memo is the same bytes the parse gave.
+// Server's memo): what each client gets, and how many answers the
+// Observer was told came from the memo and were read anew (ListRead). An
+// answer served from the memo is the same bytes the parse gave.
 func TestListMemo(t *testing.T) {
 	a := listAnswer(t, "", map[string][]string{"tools": memoNames})
 	b := listAnswer(t, " Also.", map[string][]string{"tools": memoNames})
@@ -167,34 +168,34 @@ func TestListMemo(t *testing.T) {
 	adminView, opsView := without(memoNames, "ops_tool_"), without(memoNames, "admin_")
 	tools := func(c caller, answer ...string) budgetExchange { return listExchange(c, "tools/list", answer...) }
 	for _, tc := range []struct {
-		name             string
-		steps            []memoStep
-		hits, remembered int64
+		name       string
+		steps      []memoStep
+		memo, scan int64 // ListRead counts: parses from the memo, and read anew
 	}{
 		{name: "the same answer twice: the second from the memo", steps: []memoStep{
 			{x: tools(memoOps, a), key: "tools", want: opsView},
 			{x: tools(memoOps, a), key: "tools", want: opsView},
-		}, hits: 1, remembered: 1},
+		}, memo: 1, scan: 1},
 		{name: "the same answer to other callers: each its view", steps: []memoStep{
 			{x: tools(memoOps, a), key: "tools", want: opsView},
 			{x: tools(memoAdmin, a), key: "tools", want: adminView},
 			{x: tools(memoOps, a), key: "tools", want: opsView},
-		}, hits: 2, remembered: 1},
+		}, memo: 2, scan: 1},
 		{name: "two answers: never one entry", steps: []memoStep{
 			{x: tools(memoOps, a), key: "tools", want: opsView},
 			{x: tools(memoOps, b), key: "tools", want: opsView},
 			{x: tools(memoOps, a), key: "tools", want: opsView},
 			{x: tools(memoOps, b), key: "tools", want: opsView},
-		}, hits: 2, remembered: 2},
+		}, memo: 2, scan: 2},
 		{name: "the same bytes awaited as another list: not its parse", steps: []memoStep{
 			{x: tools(memoOps, both), key: "tools", want: opsView},
 			{x: listExchange(memoOps, "prompts/list", both), key: "prompts", want: opsView},
 			{x: listExchange(memoOps, "prompts/list", both), key: "prompts", want: opsView},
-		}, hits: 1, remembered: 2},
+		}, memo: 1, scan: 2},
 		{name: "an answer that does not parse: refused each time", steps: []memoStep{
 			{x: tools(memoOps, dup), refused: true},
 			{x: tools(memoOps, dup), refused: true},
-		}},
+		}, scan: 2},
 		{name: "a small answer: not remembered", steps: []memoStep{
 			{x: tools(memoOps, small), key: "tools", want: []string{"tool_0"}},
 			{x: tools(memoOps, small), key: "tools", want: []string{"tool_0"}},
@@ -203,10 +204,12 @@ func TestListMemo(t *testing.T) {
 			{x: tools(memoOps, sse...), key: "tools", want: opsView},
 			{x: tools(memoOps, sse...), key: "tools", want: opsView},
 			{x: tools(memoAdmin, sse...), key: "tools", want: adminView},
-		}, hits: 2, remembered: 1},
+		}, memo: 2, scan: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rig := newBudgetRig(t, listMemoConfig+ruleset.Twenty())
+			reads := &listReads{}
+			rig.opts.Observer = reads
 			rig.record = true
 			got := map[string][]byte{} // by answer and caller: the first seen
 			for i, s := range tc.steps {
@@ -235,8 +238,8 @@ func TestListMemo(t *testing.T) {
 					got[k] = out
 				}
 			}
-			if h, r := rig.lists.hits.Load(), rig.lists.remembered.Load(); h != tc.hits || r != tc.remembered {
-				t.Errorf("%d answers served from the memo, %d remembered; want %d, %d", h, r, tc.hits, tc.remembered)
+			if m, s := reads.memo.Load(), reads.scan.Load(); m != tc.memo || s != tc.scan {
+				t.Errorf("%d answers served from the memo, %d read anew; want %d, %d", m, s, tc.memo, tc.scan)
 			}
 		})
 	}
@@ -248,6 +251,8 @@ func TestListMemo(t *testing.T) {
 func TestListMemoShared(t *testing.T) {
 	answer := listAnswer(t, "", map[string][]string{"tools": memoNames})
 	rig := newBudgetRig(t, listMemoConfig+ruleset.Twenty())
+	reads := &listReads{}
+	rig.opts.Observer = reads
 	callers := []struct {
 		c    caller
 		want []string
@@ -279,8 +284,8 @@ func TestListMemoShared(t *testing.T) {
 		wg.Go(func() { run(t, c.c, c.want, rounds) })
 	}
 	wg.Wait()
-	if h, r := rig.lists.hits.Load(), rig.lists.remembered.Load(); h != 2*rounds || r != 1 {
-		t.Errorf("%d answers served from the memo, %d remembered; want %d, 1", h, r, 2*rounds)
+	if m, s := reads.memo.Load(), reads.scan.Load(); m != 2*rounds || s != 1 {
+		t.Errorf("%d answers served from the memo, %d read anew; want %d, 1", m, s, 2*rounds)
 	}
 	fresh, err := mcpmsg.ParseList([]byte(answer), keys)
 	if err != nil {
@@ -288,5 +293,21 @@ func TestListMemoShared(t *testing.T) {
 	}
 	if !reflect.DeepEqual(shared.body, fresh) {
 		t.Error("the remembered parse changed while streams read it")
+	}
+}
+
+// listReads counts what the Observer is told of list answers read
+// (ListRead), safe for concurrent streams.
+type listReads struct {
+	nopObserver
+	memo, scan atomic.Int64
+}
+
+func (o *listReads) ListRead(from string) {
+	switch from {
+	case "memo":
+		o.memo.Add(1)
+	case "scan":
+		o.scan.Add(1)
 	}
 }

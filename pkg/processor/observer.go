@@ -38,6 +38,11 @@ type Observer interface {
 	// ("plugin", "rule", "pin"), its name, and the decision
 	// ("would_deny", "would_modify").
 	Shadowed(by, name, decision string)
+	// ListRead counts a list answer read for the rules, pinning or a list
+	// hook that is large enough to be remembered (listmemo.go), by where
+	// its parse came from: "memo" (the same bytes were read before) or
+	// "scan" (read now).
+	ListRead(from string)
 }
 
 type nopObserver struct{}
@@ -52,3 +57,4 @@ func (nopObserver) RuleDecision(string, string, int)     {}
 func (nopObserver) RuleEvaluation(string, time.Duration) {}
 func (nopObserver) PinChange(string, string)             {}
 func (nopObserver) Shadowed(string, string, string)      {}
+func (nopObserver) ListRead(string)                      {}
