@@ -72,11 +72,15 @@ const listVariants = 256
 // exchange the next of them: an answer the sidecar has not read before
 // (the same tools, a serial number in the first description).
 func coldListOp(d *Driver, ep *Endpoint, variants []*Prepared, ok check) Op {
+	ops := make([]Op, len(variants))
+	for k, p := range variants {
+		ops[k] = exchangeOp(d, ep, p, ok)
+	}
 	i := 0
 	return func(ctx context.Context) (Timing, error) {
-		p := variants[i%len(variants)]
+		op := ops[i%len(ops)]
 		i++
-		return exchangeOp(d, ep, p, ok)(ctx)
+		return op(ctx)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -634,10 +635,13 @@ func TestInProcessOnlyBuildsNoPluginHeaders(t *testing.T) {
 				got = append(got, h)
 				return ctx
 			}
-			shape := budgetShapes(t)[2] // one plugin tools/call, no MCP-filter metadata
-			if !strings.HasPrefix(shape.name, "one plugin tools/call") {
-				t.Fatalf("budget shape 2 is %q", shape.name)
+			i := slices.IndexFunc(budgetShapes(t), func(sh budgetShape) bool {
+				return sh.name == "one plugin tools/call, no MCP-filter metadata"
+			})
+			if i < 0 {
+				t.Fatal("no one-plugin budget shape")
 			}
+			shape := budgetShapes(t)[i]
 			if _, err := rig.exchange(rig.prepare(t, shape.x)); err != nil {
 				t.Fatal(err)
 			}

@@ -38,10 +38,11 @@ func (x *exchange) pinScope() string {
 
 // checkPinnedCall refuses a tools/call or prompts/get of a definition that
 // changed since it was pinned, when on_change hides or blocks.
+// checkMessage calls it only when pinning is on.
 func (b *bodyInspection) checkPinnedCall(i int, m *mcpmsg.Message) (refusal, bool) {
 	x := b.x
 	p := x.snap.Pins
-	if p == nil || m.Kind != mcpmsg.KindRequest {
+	if m.Kind != mcpmsg.KindRequest {
 		return refusal{}, false
 	}
 	var kind toolpin.Kind

@@ -27,14 +27,12 @@ import (
 // MCP POST body is read, and the response of a request that may be a list
 // is read when the rules may hide something from this caller.
 
-// checkRules applies the rules to one message; it returns the refusal when
-// one denies it.
+// checkRules applies the rules to one message, a request or notification;
+// it returns the refusal when one denies it. checkMessage calls it only
+// when there are rules.
 func (b *bodyInspection) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 	x := b.x
 	set := x.snap.Rules
-	if set.Len() == 0 || (m.Kind != mcpmsg.KindRequest && m.Kind != mcpmsg.KindNotification) {
-		return refusal{}, false
-	}
 	in := x.ruleInput(m.Method)
 	in.Name, in.Arguments = ruleTarget(m)
 	start := time.Now()

@@ -139,7 +139,12 @@ func userValues(files []string) (map[string]any, error) {
 	return base, nil
 }
 
-// mergeMaps merges b into a: maps key by key, anything else replaced.
+// mergeMaps merges b into a: maps key by key, anything else replaced,
+// nulls kept (the chart's defaults are coalesced with them later, where a
+// null removes a key), as helm's --values merges files. Helm's own merge
+// is unexported in pkg/cli/values, whose package pulls in the getters
+// (registries, plugins) this command leaves out; chartutil.CoalesceTables
+// drops nulls at once, which would let a default through.
 func mergeMaps(a, b map[string]any) map[string]any {
 	out := make(map[string]any, len(a))
 	for k, v := range a {
