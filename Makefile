@@ -32,7 +32,7 @@ FUZZMINIMIZE ?= 200x
 # package's testdata/fuzz/; `make fuzz FUZZTIME=10m` digs deeper (a duration is fine by hand).
 FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:FuzzStreamedResponse ./pkg/processor:FuzzRequestBody ./pkg/processor:FuzzForeignResponses \
 	./pkg/contentcoding:FuzzDecode ./pkg/config:FuzzParse ./pkg/config:FuzzExpand ./pkg/config:FuzzParseClaimPath \
-	./pkg/pluginclient/mcpconn:FuzzParseInvokeReply ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
+	./pkg/pluginclient/mcpconn:FuzzParseInvokeReply ./pkg/pluginclient/mcpconn:FuzzReadSSEAnswer ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
 	./pkg/attribution:FuzzOps ./pkg/attribution/redisstore:FuzzKeys ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
 	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON ./pkg/mcplist:FuzzFilter ./pkg/rules:FuzzCheck ./pkg/processor:FuzzCodec ./pkg/structwire:FuzzParse \
 	./pkg/builtin/jsonscan:FuzzRewrite ./pkg/mcpmsg:FuzzCanonicalID ./pkg/mcpmsg:FuzzScanValid ./pkg/toolpin:FuzzFingerprint ./pkg/audit:FuzzOCSF

@@ -13,6 +13,7 @@ import (
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -20,6 +21,7 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/mcpconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
 
@@ -707,5 +709,56 @@ func BenchmarkIdentityGRPC(b *testing.B) {
 		b.Cleanup(func() { proc.Close() })
 		c := serveCodec(b, proc)
 		b.Run(tg.name, func(b *testing.B) { benchDo(b, c, tg.p) })
+	}
+}
+
+// BenchmarkHookCall is one invoke_hook on a Go SDK plugin server on
+// loopback, made by the sidecar's plugin session (mcpconn: the go-sdk
+// makes the session, the call is one POST read by mcpconn) and by the
+// go-sdk client alone (the direct call of table 2's baselines).
+//
+//	go test -run '^$' -bench HookCall -benchmem ./internal/bench
+func BenchmarkHookCall(b *testing.B) {
+	ps, err := StartPlugin(DelayPlugin("Guard", 0, cpex.ToolPreInvoke))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { ps.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct, err := DialDirect(ctx, ps.URL, "Guard")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { direct.Close() })
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc-bench", Version: "0.1.0"}, nil)
+	session, err := mcpconn.Dial(ctx, mcpconn.Config{URL: ps.URL, Client: client, Template: http.DefaultTransport.(*http.Transport).Clone()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { session.Close() })
+	payload, pctx := toolPrePayload(), pluginContext()
+	calls := []struct {
+		name string
+		call func() (*cpex.InvokeHookReply, error)
+	}{
+		{"go-sdk", func() (*cpex.InvokeHookReply, error) { return direct.Invoke(ctx, cpex.ToolPreInvoke, payload, pctx) }},
+		{"mcpconn", func() (*cpex.InvokeHookReply, error) {
+			return session.InvokeHook(ctx, cpex.ToolPreInvoke, "Guard", payload, pctx)
+		}},
+	}
+	for _, c := range calls {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				reply, err := c.call()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if !reply.Result.Continue() {
+					b.Fatal("the plugin did not continue")
+				}
+			}
+		})
 	}
 }

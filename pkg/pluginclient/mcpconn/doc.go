@@ -1,10 +1,20 @@
 // Package mcpconn is the MCP Streamable HTTP transport of the plugin client:
 // one MCP session to a plugin server as a [wireconn.Conn], beside the gRPC
 // (grpcconn) and Unix-socket (unixconn) transports. It speaks the cpex tools
-// (get_plugin_config, invoke_hook) over the go-sdk client and tells, from
-// what crossed the wire, what a call's error means. It never retries: the
-// client (package pluginclient) decides, in one place, where a call goes
-// next.
+// (get_plugin_config, invoke_hook) and tells, from what crossed the wire,
+// what a call's error means. It never retries: the client (package
+// pluginclient) decides, in one place, where a call goes next.
+//
+// The go-sdk client makes, pings and ends each session and fetches plugin
+// configs. The invoke_hook call, which a hooked exchange waits for, is one
+// POST on that session made and read here (post.go) for every protocol
+// version before 2026-07-28: the go-sdk client decodes each message with a
+// fresh 32 KiB buffer and hands the answer between goroutines, a third of
+// a call's cost on loopback. The answer is JSON or an event stream whose
+// events before the response (a priming event, progress and log
+// notifications) are passed over; a request from the server fails the
+// call (plugins have no use for sampling, elicitation or roots). A
+// 2026-07-28 session stays with the go-sdk.
 //
 // # A session lives in the server
 //
@@ -37,6 +47,7 @@
 //	404 to a request carrying Mcp-Session-Id            ErrConnLost, ErrSessionGone
 //	400 to Mcp-Session-Id whose body mentions a session ErrConnLost, ErrSessionGone
 //	502, 503, 504 (nothing behind a Kubernetes Service) ErrConnLost, ErrUnavailable
+//	2xx a request from the server, another id's answer  cpex.ErrInvalidReply
 //	go-sdk ErrSessionMissing, ErrConnectionClosed       ErrConnLost
 //	connection refused or reset, EOF, TLS failure,      wireconn.ErrNoAnswer
 //	body cut off, stream ended without the answer

@@ -65,7 +65,7 @@ func TestParseInvokeReply(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseInvokeReply(tt.res)
+			got, err := parseInvokeReply(sdkResult(tt.res))
 			if tt.wantErr != nil {
 				if !errors.Is(err, tt.wantErr) {
 					t.Fatalf("err = %v, want %v", err, tt.wantErr)
@@ -89,7 +89,7 @@ func FuzzParseInvokeReply(f *testing.F) {
 	f.Add(`{"plugin_name":"p","error":{"message":"m","plugin_name":"p"}}`, false)
 	f.Add(`{}`, true)
 	f.Fuzz(func(t *testing.T, s string, isError bool) {
-		reply, err := parseInvokeReply(&mcp.CallToolResult{IsError: isError, Content: text(s)})
+		reply, err := parseInvokeReply(sdkResult(&mcp.CallToolResult{IsError: isError, Content: text(s)}))
 		if err != nil {
 			if !errors.Is(err, cpex.ErrInvalidReply) {
 				t.Fatalf("error %v does not wrap cpex.ErrInvalidReply", err)

@@ -37,9 +37,10 @@ type Config struct {
 
 // Session is one MCP session to a plugin server: a [wireconn.Conn].
 type Session struct {
-	cs *mcp.ClientSession
-	rt *sessionRT
-	tr *transport // nil when Config.Base carries the requests
+	cs   *mcp.ClientSession
+	rt   *sessionRT
+	tr   *transport  // nil when Config.Base carries the requests
+	post *postCaller // makes invoke_hook calls; nil: the go-sdk does (post.go)
 }
 
 // The MCP session is a Conn.
@@ -73,7 +74,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 		tr.close()
 		return nil, fmt.Errorf("connect %s: %w", cfg.URL, err)
 	}
-	return &Session{cs: cs, rt: rt, tr: tr}, nil
+	return &Session{cs: cs, rt: rt, tr: tr, post: newPostCaller(rt.ctx, cs, cfg.URL, rt)}, nil
 }
 
 // PluginConfig implements [wireconn.Conn] with the get_plugin_config tool.
@@ -86,7 +87,7 @@ func (s *Session) PluginConfig(ctx context.Context, name string) (json.RawMessag
 	if err != nil {
 		return nil, false, s.classify(ctx, err, ex)
 	}
-	return configJSON(res)
+	return configJSON(sdkResult(res))
 }
 
 // InvokeHook implements [wireconn.Conn] with the invoke_hook tool: one call,
@@ -95,7 +96,16 @@ func (s *Session) PluginConfig(ctx context.Context, name string) (json.RawMessag
 // answer's.
 func (s *Session) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
 	ctx, ex := withExchange(ctx)
-	res, err := s.cs.CallTool(ctx, invokeParams(ctx, hook, plugin, payload, pctx))
+	params := invokeParams(ctx, hook, plugin, payload, pctx)
+	var res *toolResult
+	var err error
+	if s.post != nil {
+		res, err = s.post.call(ctx, ex, params)
+	} else {
+		var r *mcp.CallToolResult
+		r, err = s.cs.CallTool(ctx, params)
+		res = sdkResult(r)
+	}
 	if err != nil {
 		return nil, s.classify(ctx, err, ex)
 	}
@@ -126,6 +136,7 @@ func (s *Session) Close() error {
 	defer cancel()
 	s.rt.shutdown(ctx)
 	err := s.cs.Close()
+	s.post.close()
 	s.tr.close()
 	return err
 }
@@ -136,6 +147,7 @@ func (s *Session) Close() error {
 func (s *Session) Abandon() error {
 	s.rt.retire(errSessionRetired)
 	err := s.cs.Close()
+	s.post.close()
 	s.tr.close()
 	return err
 }

@@ -53,7 +53,7 @@ func (s *Stream) PluginConfig(ctx context.Context, name string) (json.RawMessage
 	if err != nil {
 		return nil, false, s.classify(ctx, err)
 	}
-	return configJSON(res)
+	return configJSON(sdkResult(res))
 }
 
 // InvokeHook implements [wireconn.Conn] with the invoke_hook tool: one
@@ -63,7 +63,7 @@ func (s *Stream) InvokeHook(ctx context.Context, hook cpex.HookType, plugin stri
 	if err != nil {
 		return nil, s.classify(ctx, err)
 	}
-	return parseInvokeReply(res)
+	return parseInvokeReply(sdkResult(res))
 }
 
 // Health implements [wireconn.Conn] with an MCP ping. A ping that gets no
