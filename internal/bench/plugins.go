@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/mcpconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginserver"
 )
 
@@ -86,14 +87,30 @@ func DelayPlugin(name string, delay time.Duration, hooks ...cpex.HookType) plugi
 	})
 }
 
-// Direct calls invoke_hook on one plugin with the go-sdk client, the way the
-// sidecar's plugin client does (one Streamable HTTP session, pinned protocol
-// version, no standalone SSE stream, keep-alive connections), without any of
-// the sidecar. The baseline uses it for the plugins' own time.
+// Direct calls invoke_hook on one plugin with the go-sdk client (one
+// Streamable HTTP session, pinned protocol version, no standalone SSE
+// stream, keep-alive connections), without any of the sidecar: the
+// baselines' plugin time. DialSession makes one that calls through the
+// sidecar's own plugin session (mcpconn) instead.
 type Direct struct {
 	name string
 	cs   *mcp.ClientSession
 	tr   *http.Transport
+	sess *mcpconn.Session // non-nil: calls go through it
+}
+
+// DialSession opens an mcpconn session (the sidecar's MCP plugin session,
+// whose invoke_hook is one POST it reads itself) to the plugin server at
+// url for plugin name.
+func DialSession(ctx context.Context, url, name string) (*Direct, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc-bench", Version: "0.1.0"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	sess, err := mcpconn.Dial(ctx, mcpconn.Config{URL: url, Client: client, Template: http.DefaultTransport.(*http.Transport).Clone()})
+	if err != nil {
+		return nil, err
+	}
+	return &Direct{name: name, sess: sess}, nil
 }
 
 // DialDirect opens a session to the plugin server at url for plugin name.
@@ -119,6 +136,16 @@ func DialDirect(ctx context.Context, url, name string) (*Direct, error) {
 // Invoke calls invoke_hook and decodes the reply; a reply without a result
 // is an error.
 func (d *Direct) Invoke(ctx context.Context, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	if d.sess != nil {
+		reply, err := d.sess.InvokeHook(ctx, hook, d.name, payload, pctx)
+		if err != nil {
+			return nil, fmt.Errorf("invoke_hook %s: %w", d.name, err)
+		}
+		if reply.Result == nil {
+			return nil, fmt.Errorf("invoke_hook %s: reply without result", d.name)
+		}
+		return reply, nil
+	}
 	res, err := d.cs.CallTool(ctx, &mcp.CallToolParams{
 		Name:      cpex.ToolInvokeHook,
 		Arguments: cpex.InvokeHookArgs{HookType: hook, PluginName: d.name, Payload: payload, Context: pctx},
@@ -143,6 +170,9 @@ func (d *Direct) Invoke(ctx context.Context, hook cpex.HookType, payload json.Ra
 
 // Close ends the session.
 func (d *Direct) Close() error {
+	if d.sess != nil {
+		return d.sess.Close()
+	}
 	err := d.cs.Close()
 	d.tr.CloseIdleConnections()
 	return err

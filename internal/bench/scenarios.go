@@ -292,7 +292,8 @@ func preparedToolsCall() (*Prepared, check, error) {
 type policySetup struct {
 	calls func() int64 // invoke_hook calls the plugin server served
 	sc    *Endpoint
-	call  hookCall
+	call  hookCall // with the go-sdk client
+	own   hookCall // with the sidecar's plugin session (mcpconn)
 }
 
 // startPolicySetup starts a policySetup with the Go policy plugin server;
@@ -323,8 +324,15 @@ func policySetupAt(ctx context.Context, cl *closers, name, url string, calls fun
 		return nil, err
 	}
 	cl.add(direct)
+	own, err := DialSession(ctx, url, "Policy")
+	if err != nil {
+		return nil, err
+	}
+	cl.add(own)
 	call := hookCall{d: direct, hook: cpex.ToolPreInvoke, payload: toolPrePayload(), pctx: pluginContext()}
-	return &policySetup{calls: calls, sc: sc, call: call}, nil
+	ownCall := call
+	ownCall.d = own
+	return &policySetup{calls: calls, sc: sc, call: call, own: ownCall}, nil
 }
 
 // policyConfig is the enforcing plugin of the one-plugin scenarios, served
