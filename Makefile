@@ -42,7 +42,7 @@ FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:Fuzz
 # tests skip.
 TSPLUGIN := internal/nodeplugin/tsplugin
 
-.PHONY: all help build test vet fmt-check unit unit-race unit-static prebuild-static fuzz test-fuzz demo bench deps node-deps clean
+.PHONY: all help build test vet fmt-check unit unit-race unit-static prebuild-static fuzz test-fuzz demo bench path-count deps node-deps clean
 
 all: build
 
@@ -160,6 +160,9 @@ demo: deps node-deps ## the whole stack on loopback, a scripted MCP session thro
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
 # BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
+path-count: ## list by file the code one tools/call runs (docs/architecture.md, "The path of one tools/call")
+	go run ./hack/pathcount
+
 bench: deps node-deps ## benchmarks against a do-nothing ext_proc server (docs/benchmarks.md)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
