@@ -13,7 +13,10 @@
 // a call's cost on loopback. The answer is JSON or an event stream whose
 // events before the response (a priming event, progress and log
 // notifications) are passed over; a request from the server fails the
-// call (plugins have no use for sampling, elicitation or roots). A
+// call (plugins have no use for sampling, elicitation or roots). The call
+// returns with its response; what follows it on the stream is drained in
+// the background, and a caller that gives up gets its error at once while
+// the server is sent a notifications/cancelled, as the go-sdk does. A
 // 2026-07-28 session stays with the go-sdk.
 //
 // # A session lives in the server

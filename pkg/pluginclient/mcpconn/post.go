@@ -38,9 +38,10 @@ type postCaller struct {
 	ids     atomic.Int64
 
 	// life ends when the session is retired or closed; it bounds the
-	// cancellation notices, which cancels waits for (close).
-	life    context.Context
-	cancels sync.WaitGroup
+	// cancellation notices. background holds them and the answers' bodies
+	// still being drained; close waits for both.
+	life       context.Context
+	background sync.WaitGroup
 }
 
 // cancelTimeout bounds the notifications/cancelled sent for a call whose
@@ -129,7 +130,7 @@ func (p *postCaller) exchange(ctx context.Context, ex *exchange, id int64, param
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer p.finish(resp.Body)
 	if db, ok := resp.Body.(*drainedBody); ok {
 		// The RoundTripper lets an answer's body outlive its caller (for
 		// the go-sdk, which reads on after handing the answer over); this
@@ -176,7 +177,7 @@ func (p *postCaller) cancel(id int64, why error) {
 	if err != nil {
 		return
 	}
-	p.cancels.Go(func() {
+	p.background.Go(func() {
 		ctx, stop := context.WithTimeout(p.life, cancelTimeout)
 		defer stop()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url, bytes.NewReader(body))
@@ -190,11 +191,25 @@ func (p *postCaller) cancel(id int64, why error) {
 	})
 }
 
-// close waits for the cancellation notices in flight; the session's life
-// must have ended (or be about to end) so that they do not wait long.
+// finish closes an answer's body. One read to its end closes at once; one
+// whose stream goes on after the response (the end of its framing not yet
+// read, or a server that keeps it open) is drained in the background, as
+// the go-sdk reads on after handing an answer over, so the caller does not
+// wait for it (the drain is bounded by maxDrain and drainTimeout).
+func (p *postCaller) finish(body io.ReadCloser) {
+	if db, ok := body.(*drainedBody); ok && !db.eof {
+		p.background.Go(func() { _ = db.Close() })
+		return
+	}
+	_ = body.Close()
+}
+
+// close waits for the cancellation notices and drains in flight; the
+// session's life must have ended (or be about to end) so that they do not
+// wait long.
 func (p *postCaller) close() {
 	if p != nil {
-		p.cancels.Wait()
+		p.background.Wait()
 	}
 }
 

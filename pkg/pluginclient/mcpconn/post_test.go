@@ -238,3 +238,48 @@ func TestPostCallCancelled(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestPostCallAnswerBeforeStreamEnds: a server that keeps the answer's
+// stream open after the response does not hold up the call: the caller has
+// its answer at once and the rest is drained in the background, which
+// close waits for.
+func TestPostCallAnswerBeforeStreamEnds(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID int64 `json:"id"`
+		}
+		raw, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(raw, &req)
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"jsonrpc\":\"2.0\",\"id\":"+strconv.FormatInt(req.ID, 10)+",\"result\":"+replyText+"}\n\n")
+		w.(http.Flusher).Flush()
+		select { // the stream stays open
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	rt := newSessionRT(http.DefaultTransport, nil)
+	p := &postCaller{client: &http.Client{Transport: rt}, url: srv.URL, session: "s-1", version: "2025-11-25", life: rt.ctx}
+	p.ids.Store(firstCallID)
+	done := make(chan error, 1)
+	go func() {
+		ctx, ex := withExchange(context.Background())
+		res, err := p.call(ctx, ex, invokeParams(ctx, cpex.ToolPreInvoke, "p", json.RawMessage(`{}`), &cpex.PluginContext{}))
+		if err == nil {
+			_, err = parseInvokeReply(res)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(drainTimeout / 2):
+		t.Fatal("the call waited for the stream to end")
+	}
+	close(release)
+	p.close()
+}
