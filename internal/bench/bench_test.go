@@ -239,11 +239,7 @@ func TestDriverRejects(t *testing.T) {
 func TestSidecarKeepsBytes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ps, err := StartPlugin(DelayPlugin("Post", 0, cpex.ToolPostInvoke))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ps.Close() })
+	ps := answeringPlugin(t, "Post", cpex.ToolPostInvoke)
 	sc, err := StartSidecar(ctx, "sidecar", SidecarConfig(0, PluginSpec{Name: "Post", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPostInvoke}}))
 	if err != nil {
 		t.Fatal(err)
@@ -419,11 +415,7 @@ func benchDo(b *testing.B, c extprocv3.ExternalProcessorClient, p *Prepared) {
 //
 //	go test -run '^$' -bench SSEInMemory -benchmem ./internal/bench
 func BenchmarkSSEInMemory(b *testing.B) {
-	ps, err := StartPlugin(DelayPlugin("Post", 0, cpex.ToolPostInvoke))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
+	ps := answeringPlugin(b, "Post", cpex.ToolPostInvoke)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	proc, err := NewProcessor(ctx, SidecarConfig(4<<20, PluginSpec{Name: "Post", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPostInvoke}}), true)
@@ -521,11 +513,7 @@ func BenchmarkDrivers(b *testing.B) {
 //
 //	go test -run '^$' -bench OnePluginInMemory -benchmem ./internal/bench
 func BenchmarkOnePluginInMemory(b *testing.B) {
-	ps, err := StartPlugin(DelayPlugin("Guard", 0, cpex.ToolPreInvoke))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
+	ps := answeringPlugin(b, "Guard", cpex.ToolPreInvoke)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	proc, err := NewProcessor(ctx, SidecarConfig(0, PluginSpec{Name: "Guard", URL: ps.URL, Hooks: []cpex.HookType{cpex.ToolPreInvoke}}), true)
@@ -719,11 +707,7 @@ func BenchmarkIdentityGRPC(b *testing.B) {
 //
 //	go test -run '^$' -bench HookCall -benchmem ./internal/bench
 func BenchmarkHookCall(b *testing.B) {
-	ps, err := StartPlugin(DelayPlugin("Guard", 0, cpex.ToolPreInvoke))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { ps.Close() })
+	ps := answeringPlugin(b, "Guard", cpex.ToolPreInvoke)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	direct, err := DialDirect(ctx, ps.URL, "Guard")
@@ -761,4 +745,16 @@ func BenchmarkHookCall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// answeringPlugin serves DelayPlugin(name, 0, hook), a plugin that lets
+// every message through at once, on loopback until tb ends.
+func answeringPlugin(tb testing.TB, name string, hook cpex.HookType) *PluginServer {
+	tb.Helper()
+	ps, err := StartPlugin(DelayPlugin(name, 0, hook))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ps.Close() })
+	return ps
 }
