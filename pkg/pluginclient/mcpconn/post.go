@@ -107,15 +107,15 @@ type rpcMessage struct {
 // a notifications/cancelled for the call, as the go-sdk client sends.
 func (p *postCaller) call(ctx context.Context, ex *exchange, params *mcp.CallToolParams) (*toolResult, error) {
 	id := p.ids.Add(1)
-	res, err := p.exchange(ctx, ex, id, params)
+	res, err := p.post(ctx, ex, id, params)
 	if err != nil && ctx.Err() != nil {
 		p.cancel(id, context.Cause(ctx))
 	}
 	return res, err
 }
 
-// exchange is call's request and answer.
-func (p *postCaller) exchange(ctx context.Context, ex *exchange, id int64, params *mcp.CallToolParams) (*toolResult, error) {
+// post is call's request and answer.
+func (p *postCaller) post(ctx context.Context, ex *exchange, id int64, params *mcp.CallToolParams) (*toolResult, error) {
 	body, err := json.Marshal(callRequest{JSONRPC: "2.0", ID: id, Method: "tools/call",
 		Params: callParams{Meta: params.Meta, Name: params.Name, Arguments: params.Arguments}})
 	if err != nil {
