@@ -135,7 +135,7 @@ func (p *postCaller) post(ctx context.Context, ex *exchange, id int64, params *m
 		// The RoundTripper lets an answer's body outlive its caller (for
 		// the go-sdk, which reads on after handing the answer over); this
 		// caller reads only until it has the answer.
-		stop := context.AfterFunc(ctx, func() { db.once.Do(db.release) })
+		stop := context.AfterFunc(ctx, db.abort)
 		defer stop()
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {

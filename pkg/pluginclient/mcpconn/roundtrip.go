@@ -353,6 +353,10 @@ func (b *drainedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// abort ends the request's context now: a read in progress fails, and
+// Close does not drain.
+func (b *drainedBody) abort() { b.once.Do(b.release) }
+
 // drainTimeout bounds how long Close reads an answer's rest: a stream the
 // server keeps open is cut (its connection then closes).
 const drainTimeout = time.Second
@@ -360,12 +364,11 @@ const drainTimeout = time.Second
 func (b *drainedBody) Close() error {
 	if b.eof {
 		err := b.ReadCloser.Close()
-		b.once.Do(b.release)
+		b.abort()
 		return err
 	}
-	release := func() { b.once.Do(b.release) }
-	err := drainClose(b.ReadCloser, release)
-	release()
+	err := drainClose(b.ReadCloser, b.abort)
+	b.abort()
 	return err
 }
 
