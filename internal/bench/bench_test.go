@@ -13,7 +13,6 @@ import (
 
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
@@ -21,7 +20,6 @@ import (
 	"github.com/mcp-extproc/mcp-extproc/internal/envoytest"
 	"github.com/mcp-extproc/mcp-extproc/internal/ruleset"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
-	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient/mcpconn"
 	"github.com/mcp-extproc/mcp-extproc/pkg/processor"
 )
 
@@ -715,27 +713,20 @@ func BenchmarkHookCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { direct.Close() })
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc-bench", Version: "0.1.0"}, nil)
-	session, err := mcpconn.Dial(ctx, mcpconn.Config{URL: ps.URL, Client: client, Template: http.DefaultTransport.(*http.Transport).Clone()})
+	own, err := DialSession(ctx, ps.URL, "Guard")
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { session.Close() })
+	b.Cleanup(func() { own.Close() })
 	payload, pctx := toolPrePayload(), pluginContext()
-	calls := []struct {
+	for _, c := range []struct {
 		name string
-		call func() (*cpex.InvokeHookReply, error)
-	}{
-		{"go-sdk", func() (*cpex.InvokeHookReply, error) { return direct.Invoke(ctx, cpex.ToolPreInvoke, payload, pctx) }},
-		{"mcpconn", func() (*cpex.InvokeHookReply, error) {
-			return session.InvokeHook(ctx, cpex.ToolPreInvoke, "Guard", payload, pctx)
-		}},
-	}
-	for _, c := range calls {
+		d    *Direct
+	}{{"go-sdk", direct}, {"mcpconn", own}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				reply, err := c.call()
+				reply, err := c.d.Invoke(ctx, cpex.ToolPreInvoke, payload, pctx)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -105,8 +105,7 @@ type Direct struct {
 func DialSession(ctx context.Context, url, name string) (*Direct, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc-bench", Version: "0.1.0"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
-	sess, err := mcpconn.Dial(ctx, mcpconn.Config{URL: url, Client: client, Template: http.DefaultTransport.(*http.Transport).Clone()})
+	sess, err := mcpconn.Dial(ctx, mcpconn.Config{URL: url, Client: benchClient(), Template: http.DefaultTransport.(*http.Transport).Clone()})
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +116,7 @@ func DialSession(ctx context.Context, url, name string) (*Direct, error) {
 func DialDirect(ctx context.Context, url, name string) (*Direct, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	client := mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc-bench", Version: "0.1.0"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
+	client := benchClient()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{
@@ -131,6 +130,11 @@ func DialDirect(ctx context.Context, url, name string) (*Direct, error) {
 		return nil, fmt.Errorf("connect %s: %w", url, err)
 	}
 	return &Direct{name: name, cs: cs, tr: tr}, nil
+}
+
+// benchClient is the MCP client the direct calls are made with.
+func benchClient() *mcp.Client {
+	return mcp.NewClient(&mcp.Implementation{Name: "mcp-extproc-bench", Version: "0.1.0"}, &mcp.ClientOptions{Capabilities: &mcp.ClientCapabilities{}})
 }
 
 // Invoke calls invoke_hook and decodes the reply; a reply without a result
