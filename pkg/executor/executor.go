@@ -448,3 +448,15 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 	r.err = pe
 	return r
 }
+
+// Version changes whenever Applies may answer differently: with the
+// generation of the plugins and with each plugin disabled at run time
+// (the disabled set only grows).
+func (e *Executor) Version() uint64 {
+	gen := e.snapshot().gen
+	var n uint64
+	if m := e.disabled.Load(); m != nil {
+		n = uint64(len(*m))
+	}
+	return gen<<20 | n&(1<<20-1)
+}

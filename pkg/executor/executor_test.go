@@ -498,6 +498,7 @@ func TestOnErrorDisable(t *testing.T) {
 		plug("other", config.ModeSequential, 2, cpex.ToolPostInvoke))
 	f.set("flaky", errH(errors.New("boom")))
 	e := newExec(t, f, Options{})
+	before := e.Version()
 
 	out := e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
 	if out.Err != nil || out.Violation != nil {
@@ -505,6 +506,10 @@ func TestOnErrorDisable(t *testing.T) {
 	}
 	if e.Applies(cpex.ToolPreInvoke) {
 		t.Error("Applies after disable: only the disabled plugin has the hook")
+	}
+	disabled := e.Version()
+	if disabled == before {
+		t.Error("Version unchanged by a plugin disabled at run time: what callers derived from Applies goes stale")
 	}
 	f.set("flaky", okH())
 	e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
@@ -519,6 +524,9 @@ func TestOnErrorDisable(t *testing.T) {
 	e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
 	if n := len(f.callsOf("flaky")); n != 1 {
 		t.Errorf("disabled plugin called %d times after a new generation, want 1", n)
+	}
+	if v := e.Version(); v == disabled || v == before {
+		t.Errorf("Version %d after a new generation, as before it (%d, %d)", v, before, disabled)
 	}
 	if !e.Applies(cpex.ToolPostInvoke) {
 		t.Error("other plugin lost")

@@ -275,7 +275,9 @@ func (rd reader) postHook(i int, m *mcpmsg.Message, a *awaited) []byte {
 	if err != nil {
 		return mcpmsg.ErrorResponse(m.ID, mcpmsg.CodeInternalError, "response cannot be inspected: "+err.Error(), nil)
 	}
-	x.trail.result(a.event, inner)
+	if a.event >= 0 { // the call has an audit event (trail.go)
+		x.trail.result(a.event, inner)
+	}
 	out := x.runHook(a.event, f.Post, payload, a.rc, a.target)
 	shadow := x.shadow()
 	if r, blocked := x.refusalOf(out, i, m.ID, f.Post); blocked {
@@ -290,7 +292,9 @@ func (rd reader) postHook(i int, m *mcpmsg.Message, a *awaited) []byte {
 	if !out.Modified {
 		return nil
 	}
-	x.trail.changed(a.event, byPlugin, "", shadow, audit.PhaseResponse)
+	if a.event >= 0 {
+		x.trail.changed(a.event, byPlugin, "", shadow, audit.PhaseResponse)
+	}
 	if shadow {
 		x.obs.Shadowed(byPlugin, "", string(audit.DecisionWouldModify))
 		return nil

@@ -243,6 +243,8 @@ type budgetRig struct {
 	bufs bodyBuffers
 	// lists remembers the list answers parsed, as the Server's.
 	lists *listMemo
+	// facts keeps what the plugins answer, as the Server's.
+	facts factsCache
 	// record keeps what the client gets of a STREAMED answer
 	// (budgetResult.streamed), which the budgets do not count.
 	record bool
@@ -386,7 +388,7 @@ func (r *budgetResult) sent() {
 // replies, counting the messages.
 func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
 	e.nextSerial()
-	st := newStream(context.Background(), r.snap, r.opts, r.canned, r.accepted)
+	st := newStream(context.Background(), r.snap, r.facts.of(r.snap.Hooks), r.opts, r.canned, r.accepted)
 	st.x.body.pool = &r.bufs
 	st.x.lists = r.lists
 	res := &budgetResult{st: st}

@@ -41,15 +41,8 @@ type callerState struct {
 // http_post_request), runs them (httphooks.go), which may name the caller
 // or refuse the request: the reply is returned then.
 func (x *exchange) identify(h *extprocv3.HttpHeaders, envoy *envoyContext) *extprocv3.ProcessingResponse {
-	hooks := x.snap.Hooks
-	atHeaders := false
-	for hook, when := range cpex.Dispatched() {
-		if (when == cpex.AtRequestHeaders || when == cpex.AtResponseHeaders) && hooks.Applies(hook) {
-			atHeaders = true
-			break
-		}
-	}
-	if atHeaders || hooks.Applies(cpex.HTTPAuthCheckPermission) {
+	atHeaders := x.hooked.atHeaders
+	if atHeaders || x.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) {
 		x.http.client = envoy.client() // client_host and client_port of their payloads
 	}
 	if atHeaders {

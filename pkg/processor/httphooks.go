@@ -265,11 +265,9 @@ func unauthorizedHeaders(h map[string]string) map[string]string {
 }
 
 // postRequest runs http_post_request on the response headers; it returns
-// the headers to set, or the reply refusing the response.
+// the headers to set, or the reply refusing the response. It is called
+// only when the plan kept the request for it (hh.req is set).
 func (hh *httpHooks) postRequest(h *extprocv3.HttpHeaders) (map[string]string, *extprocv3.ProcessingResponse) {
-	if hh.req == nil {
-		return nil, nil
-	}
 	x := hh.x
 	resp := requestHeaderMap(h.GetHeaders())
 	status, _ := strconv.Atoi(headerValue(findHeader(h.GetHeaders(), ":status")))

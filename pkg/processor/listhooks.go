@@ -17,11 +17,6 @@ import (
 // add or change one) or refuse the list (a violation: the client gets the
 // JSON-RPC error). A plugin without the hook is never asked.
 
-// listHookApplies reports whether a plugin has list l's hook.
-func listHookApplies(hooks Hooks, l *mcplist.List) bool {
-	return hooks.Applies(cpex.HookType(l.Hook))
-}
-
 // listHook runs list l's hook on result (the result of m after the rules
 // and pinning) and returns what to send: result itself when no plugin
 // dropped anything, the result without the items plugins dropped, or
@@ -29,7 +24,7 @@ func listHookApplies(hooks Hooks, l *mcplist.List) bool {
 func (rd reader) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (out []byte, dropped int, refused []byte) {
 	x := rd.x
 	hook := cpex.HookType(l.Hook)
-	if !listHookApplies(x.snap.Hooks, l) {
+	if !x.snap.Hooks.Applies(cpex.HookType(l.Hook)) {
 		return result, 0, nil
 	}
 	x.ensureContext()

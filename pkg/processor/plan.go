@@ -125,7 +125,10 @@ func (x *exchange) requestHeaders(msg *extprocv3.ProcessingRequest) (*extprocv3.
 	if x.log.GetLevel() <= zerolog.DebugLevel {
 		x.logger().Debug().Bool("body", p.body).Bool("answer", p.answer).Bool("read_answer", p.readAnswer).Str("why", p.why).Msg("plan")
 	}
-	resp := withSetHeaders(x.planned(p), (*extprocv3.ProcessingResponse).GetRequestHeaders, x.http.headerSets)
+	resp := x.planned(p)
+	if x.http.headerSets != nil { // http_pre_request set headers (httphooks.go)
+		resp = withSetHeaders(resp, (*extprocv3.ProcessingResponse).GetRequestHeaders, x.http.headerSets)
+	}
 	return resp, p.next()
 }
 
@@ -172,12 +175,7 @@ func (pl planner) anyHook() bool {
 	if snap.Rules.Len() > 0 || snap.Pins != nil {
 		return true
 	}
-	for h, when := range cpex.Dispatched() {
-		if when >= cpex.PerMessage && snap.Hooks.Applies(h) {
-			return true
-		}
-	}
-	return false
+	return x.hooked.atBody
 }
 
 // needs plans an MCP POST with a body: whether the body must be read, and
@@ -278,14 +276,9 @@ func (pl planner) listHookNeeds(method string) bool {
 	x := pl.x
 	if method != "" {
 		l, ok := mcplist.ByMethod(method)
-		return ok && listHookApplies(x.snap.Hooks, l)
+		return ok && x.snap.Hooks.Applies(cpex.HookType(l.Hook))
 	}
-	for l := range mcplist.All() {
-		if listHookApplies(x.snap.Hooks, l) {
-			return true
-		}
-	}
-	return false
+	return x.hooked.listHook
 }
 
 // repeatedHeader refuses a request that names its session, protocol

@@ -94,9 +94,9 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 	}
 	x := b.x
 	b.event = -1
-	if x.trail.on() {
+	if x.trail.recording {
 		x.ensureContext() // the request id, and the span the event names
-		name, _ := ruleTarget(m)
+		name, _ := messageTarget(m)
 		b.event = x.trail.message(m, name)
 	}
 	// Each check runs only when the configuration has what it checks
@@ -150,7 +150,7 @@ func (b *bodyInspection) shadowed(m *mcpmsg.Message, r *refusal) bool {
 func (b *bodyInspection) record(m *mcpmsg.Message, r *refusal, wouldOnly bool) {
 	x := b.x
 	if b.event < 0 && r.denied {
-		name, _ := ruleTarget(m)
+		name, _ := messageTarget(m)
 		b.event = x.trail.open(m, name)
 	}
 	x.trail.refused(b.event, r, wouldOnly, audit.PhaseRequest)
@@ -192,7 +192,7 @@ func (b *bodyInspection) decide() {
 	if len(b.refusals) > 0 {
 		r := b.refusals[0]
 		m := &b.msgs.Messages[r.index]
-		name, _ := ruleTarget(m)
+		name, _ := messageTarget(m)
 		x.decision.set(m.Method, name, x.caller.id, decisionBlocked, r.by, r.byKind, r.violation)
 		return
 	}
@@ -205,7 +205,7 @@ func (b *bodyInspection) decide() {
 		if b.modified() {
 			outcome = decisionModified
 		}
-		name, _ := ruleTarget(m)
+		name, _ := messageTarget(m)
 		x.decision.set(m.Method, name, x.caller.id, outcome, "", "", "")
 		return
 	}
@@ -584,6 +584,21 @@ func (b *bodyInspection) mirrorHeaders(i int, m *mcpmsg.Message, route *hookfami
 		b.remove = append(b.remove, name)
 	}
 	return refusal{}, false
+}
+
+// messageTarget returns what message m names as its target and its
+// arguments, as rules (mcp.name, mcp.arguments), audit events and
+// Envoy's metadata see them: the target and arguments of the method's
+// route (hookfamily), none for a method whose request names none.
+func messageTarget(m *mcpmsg.Message) (name string, args []byte) {
+	r, ok := hookfamily.ByMethod(m.Method)
+	if !ok || r.TargetParam == "" {
+		return "", nil
+	}
+	if r.ArgsParam != "" {
+		args = m.Arguments
+	}
+	return targetName(r, m), args
 }
 
 // targetName returns the target mcpmsg.Parse read from the route's

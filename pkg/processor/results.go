@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
@@ -69,8 +70,6 @@ type results struct {
 	// recorded: a record was written, which a replica may wait for.
 	records  []requestRecord
 	recorded bool
-	// post caches postConfigured: 0 unknown, 1 no, 2 yes.
-	post int8
 }
 
 // requestRecord is a request of this stream to record: its canonical id
@@ -82,23 +81,7 @@ type requestRecord struct {
 
 // postConfigured reports whether any family's post hook or any list hook
 // has a plugin. When none has, nothing is recorded for them.
-func (r *results) postConfigured() bool {
-	if r.post == 0 {
-		r.post = 1
-		hooks := r.x.snap.Hooks
-		for f := range hookfamily.Families() {
-			if hooks.Applies(f.Post) {
-				r.post = 2
-			}
-		}
-		for l := range mcplist.All() {
-			if listHookApplies(hooks, l) {
-				r.post = 2
-			}
-		}
-	}
-	return r.post == 2
-}
+func (r *results) postConfigured() bool { return r.x.hooked.post }
 
 // reads reports whether requests are recorded and GET streams read: a
 // post hook may apply to a replayed result, or rules filter (or pinning
@@ -138,6 +121,16 @@ func (r *results) wants(route *hookfamily.Route, m *mcpmsg.Message, target hookf
 		return &awaited{kind: awaitTask, route: route, target: target, event: -1}
 	}
 	return nil
+}
+
+// readsList reports whether the answer of a list method is read: the
+// rules filter it, or its definitions are pinned (pinning.go).
+func (x *exchange) readsList(method string) bool {
+	l, ok := mcplist.ByMethod(method)
+	if !ok {
+		return false
+	}
+	return x.snap.Rules.Len() > 0 || pinsList(x.snap, method) || x.snap.Hooks.Applies(cpex.HookType(l.Hook))
 }
 
 // expectList makes the answer of a list request awaited, when the rules,

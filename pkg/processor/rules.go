@@ -7,7 +7,7 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
-	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -34,7 +34,7 @@ func (b *bodyInspection) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 	x := b.x
 	set := x.snap.Rules
 	in := x.ruleInput(m.Method)
-	in.Name, in.Arguments = ruleTarget(m)
+	in.Name, in.Arguments = messageTarget(m)
 	start := time.Now()
 	v := set.Check(in)
 	if v.Rule == nil && m.Params != nil {
@@ -77,20 +77,6 @@ func (b *bodyInspection) checkRules(i int, m *mcpmsg.Message) (refusal, bool) {
 		message: msg, data: data, by: r.Name, byKind: byRule}, true
 }
 
-// ruleTarget returns what a rule sees as mcp.name and mcp.arguments: the
-// target and arguments of the method's route (hookfamily), none for a
-// method whose request does not name one.
-func ruleTarget(m *mcpmsg.Message) (name string, args []byte) {
-	r, ok := hookfamily.ByMethod(m.Method)
-	if !ok || r.TargetParam == "" {
-		return "", nil
-	}
-	if r.ArgsParam != "" {
-		args = m.Arguments
-	}
-	return targetName(r, m), args
-}
-
 // ruleInput is what the rules read of this request, for method.
 func (x *exchange) ruleInput(method string) *rules.Input {
 	c := &x.ruleHeaders
@@ -129,16 +115,6 @@ func (x *exchange) ruleHeaderMap() map[string]string {
 	}
 	x.ruleHeaders.m = out
 	return out
-}
-
-// readsList reports whether the answer of a list method is read: the
-// rules filter it, or its definitions are pinned (pinning.go).
-func (x *exchange) readsList(method string) bool {
-	l, ok := mcplist.ByMethod(method)
-	if !ok {
-		return false
-	}
-	return x.snap.Rules.Len() > 0 || pinsList(x.snap, method) || listHookApplies(x.snap.Hooks, l)
 }
 
 // filtersLists reports whether the rules may hide items of the list
@@ -246,7 +222,7 @@ type listEdit struct {
 // (none when ParseList indexed it: only the kept items are copied),
 // building one buffer: the message as it goes out.
 func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool) (listEdit, error) {
-	if start, end, ok := m.ResultSpan(); ok && !listHookApplies(rd.x.snap.Hooks, l) {
+	if start, end, ok := m.ResultSpan(); ok && !rd.x.snap.Hooks.Applies(cpex.HookType(l.Hook)) {
 		x := rd.x
 		ix, _ := m.ListIndex() // nil: EditValid reads the result
 		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.body.lend(), Index: ix})

@@ -44,6 +44,8 @@ func (f *fakeHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage, _
 
 func (f *fakeHooks) FailClosed(cpex.HookType) bool { return true }
 
+func (f *fakeHooks) Version() uint64 { return 0 } // its answers never change
+
 func (f *fakeHooks) AppliesTo(h cpex.HookType, _ *cpex.GlobalContext, _ executor.Target) bool {
 	return f.Applies(h)
 }
@@ -55,7 +57,7 @@ func rewrite(json.RawMessage) executor.Outcome {
 
 func testStream(h Hooks) *stream {
 	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})}, newCanned(), nil)
+	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, nil, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})}, newCanned(), nil)
 }
 
 func headerMap(kv ...string) *corev3.HeaderMap {
@@ -361,6 +363,7 @@ func (v *verdictHooks) AppliesTo(cpex.HookType, *cpex.GlobalContext, executor.Ta
 	return true
 }
 func (v *verdictHooks) FailClosed(cpex.HookType) bool { return true }
+func (v *verdictHooks) Version() uint64               { return 0 }
 func (v *verdictHooks) Run(_ context.Context, h cpex.HookType, p json.RawMessage, _ *executor.RequestContext, _ executor.Target) executor.Outcome {
 	switch v.verdict {
 	case verdictModify:
@@ -404,7 +407,7 @@ func TestLogBodies(t *testing.T) {
 	run := func(logBodies bool, level zerolog.Level) string {
 		var buf bytes.Buffer
 		set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{}},
+		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{}}, nil,
 			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies}, newCanned(), nil)
 		st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 			Headers: headerMap(":method", "POST", ":path", "/mcp", "authorization", secret, "x-api-key", "s3cret-key", "x-tenant", "acme")}}})

@@ -48,15 +48,16 @@ type trail struct {
 	x       *exchange
 	auditor Auditor
 	tracer  trace.Tracer
-	span    trace.Span // nil until started
-	named   bool       // the span is named after the body's first message
-	start   time.Time
+	// recording says that anything is recorded (an auditor or a tracer is
+	// set). Without it nothing here is called: a message then has no
+	// audit event (index -1) and the stream nothing to finish.
+	recording bool
+	span      trace.Span // nil until started
+	named     bool       // the span is named after the body's first message
+	start     time.Time
 	// events are this request's decided messages, in body order.
 	events []audit.Event
 }
-
-// on reports whether anything is recorded.
-func (t *trail) on() bool { return t.auditor != nil || t.tracer != nil }
 
 // begin starts the span (a child of the client's trace context, which
 // ensureContext put on the context) and the clock. Called once, when the
