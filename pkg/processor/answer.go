@@ -137,7 +137,7 @@ func (j *jsonAnswer) body(body []byte) *extprocv3.ProcessingResponse {
 		body = dec
 	}
 	x.obs.BodyInspected("response", len(body))
-	msgs, err := j.parse(body, true) // decoded from its message (codec.go), or decoded anew
+	msgs, err := j.parse(body, true) // decoded from its message (the codec, server.go), or decoded anew
 	if err != nil {
 		if errs := j.unreadable(body, err); errs != nil {
 			return j.replaced(errs)

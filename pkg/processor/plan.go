@@ -149,7 +149,10 @@ func (pl planner) decide(h *extprocv3.HttpHeaders) plan {
 		p = plan{body: true, why: "refused by http_pre_request"}
 	case r.method == http.MethodPost && h.GetEndOfStream():
 		p.why = "a POST without a body holds no MCP message"
-	case r.method == http.MethodPost && !pl.anyHook():
+	case r.method == http.MethodPost && !x.hooked.atBody && x.snap.Rules.Len() == 0 && x.snap.Pins == nil:
+		// Nothing acts on an MCP POST's body or answer: no hook that reads
+		// them (a family's, a list hook, http_auth_check_permission,
+		// token_delegate), no rules, no pinning.
 		p.why = "no hook, rule or pin"
 	case r.method == http.MethodPost:
 		p = pl.needs()
@@ -164,18 +167,6 @@ func (pl planner) decide(h *extprocv3.HttpHeaders) plan {
 		p.answer, p.why = true, "http_post_request reads the response headers"
 	}
 	return p
-}
-
-// anyHook reports whether anything acts on an MCP POST's body: a hook of a
-// family or one that runs per MCP message (http_auth_check_permission,
-// token_delegate), a list hook, rules or pinning.
-func (pl planner) anyHook() bool {
-	x := pl.x
-	snap := x.snap
-	if snap.Rules.Len() > 0 || snap.Pins != nil {
-		return true
-	}
-	return x.hooked.atBody
 }
 
 // needs plans an MCP POST with a body: whether the body must be read, and
@@ -228,7 +219,7 @@ func (pl planner) hooksNeed() plan {
 			route, _ := hookfamily.ByMethod(m)
 			return plan{body: true, answer: postApplies(hooks, route), why: "the method Envoy's MCP filter read"}
 		}
-		return plan{body: true, answer: x.results.postConfigured(), why: "the method is known only from the body"}
+		return plan{body: true, answer: x.hooked.post, why: "the method is known only from the body"}
 	}
 	method := string(headerBytes(x.req.std.method))
 	if pl.checksPermission(method) {

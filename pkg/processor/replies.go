@@ -18,9 +18,12 @@ import (
 )
 
 // Replies are built here so the rules of the ext_proc contract live in one
-// file: header values in raw_value only (docs/extproc-contract.md §5), content-length set in
-// the same reply as a buffered body mutation (§4), both body modes explicit
-// in every mode_override (§3.1).
+// file: header values in raw_value only (docs/extproc-contract.md §5),
+// content-length set in the same reply as a buffered body mutation (§4),
+// both body modes explicit in every mode_override (§3.1). What goes with
+// a reply is here too: the buffer an edited body is built in
+// (bodyLender) and the decision Envoy gets as dynamic metadata
+// (decision.attach).
 
 func requestHeadersReply(override *filterv3.ProcessingMode) *extprocv3.ProcessingResponse {
 	return &extprocv3.ProcessingResponse{

@@ -621,7 +621,7 @@ type refusal struct {
 	headers map[string]string
 	reason  string // metrics label
 	denied  bool   // caused by a plugin or a rule
-	// by and byKind name who refused (decision.go); violation is the
+	// by and byKind name who refused (replies.go); violation is the
 	// violation's code.
 	by, byKind, violation string
 }

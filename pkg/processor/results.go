@@ -79,16 +79,13 @@ type requestRecord struct {
 	origin attribution.Origin
 }
 
-// postConfigured reports whether any family's post hook or any list hook
-// has a plugin. When none has, nothing is recorded for them.
-func (r *results) postConfigured() bool { return r.x.hooked.post }
 
 // reads reports whether requests are recorded and GET streams read: a
 // post hook may apply to a replayed result, or rules filter (or pinning
 // checks) a replayed list.
 func (r *results) reads() bool {
 	snap := r.x.snap
-	return r.postConfigured() || snap.Rules.Len() > 0 || snap.Pins != nil
+	return r.x.hooked.post || snap.Rules.Len() > 0 || snap.Pins != nil
 }
 
 // forgetSession forgets a session a DELETE ends: a later replay in it is

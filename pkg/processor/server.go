@@ -177,7 +177,7 @@ type Server struct {
 	opts     Options
 	canned   *canned
 	accepted *attribution.Accepted // sessions a server accepted (commitRecords)
-	bufs     bodyBuffers           // the buffers edited bodies are built in (bodybuf.go)
+	bufs     bodyBuffers           // the buffers edited bodies are built in (replies.go)
 	lists    *listMemo             // the list answers parsed, by their bytes (listmemo.go)
 	facts    factsCache            // what the plugins answer (hookFacts)
 	draining atomic.Bool

@@ -122,7 +122,7 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) *extprocv3.Processing
 		return x.internalError("unsupported ext_proc message")
 	}
 	x.obs.Message(kind)
-	return x.decision.attach(resp) // decision.go
+	return x.decision.attach(resp) // replies.go
 }
 
 // responseHeaders answers the response headers: http_post_request, then
@@ -194,7 +194,7 @@ type exchange struct {
 	// trail is the audit events and the span (trail.go).
 	trail trail
 	// body lends the buffer an edited list result is built in
-	// (bodybuf.go).
+	// (replies.go).
 	body bodyLender
 	// lists is the Server's memo of parsed list answers (listmemo.go);
 	// nil: none.
