@@ -101,7 +101,7 @@ type reader struct{ x *exchange }
 // body is the answer's own, never written or reused (listMemo.parse).
 func (rd reader) parse(body []byte, owned bool) (*mcpmsg.Body, error) {
 	if k, ok := rd.x.results.listKeys(); ok {
-		b, from, err := rd.x.lists.parse(body, k, owned)
+		b, from, err := rd.x.results.lists.parse(body, k, owned)
 		if from != "" {
 			rd.x.obs.ListRead(from)
 		}

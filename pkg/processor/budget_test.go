@@ -390,7 +390,7 @@ func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
 	e.nextSerial()
 	st := newStream(context.Background(), r.snap, r.facts.of(r.snap.Hooks), r.opts, r.canned, r.accepted)
 	st.x.body.pool = &r.bufs
-	st.x.lists = r.lists
+	st.x.results.lists = r.lists
 	res := &budgetResult{st: st}
 	reqHeaders, respHeaders := true, true
 	reqBody, respBody := filterv3.ProcessingMode_NONE, filterv3.ProcessingMode_NONE

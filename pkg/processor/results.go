@@ -70,6 +70,9 @@ type results struct {
 	// recorded: a record was written, which a replica may wait for.
 	records  []requestRecord
 	recorded bool
+	// lists is the Server's memo of parsed list answers (listmemo.go),
+	// which an awaited list is read through; nil: none.
+	lists *listMemo
 }
 
 // requestRecord is a request of this stream to record: its canonical id

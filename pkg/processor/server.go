@@ -221,7 +221,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	snap := s.opts.Snapshot()
 	st := newStream(srv.Context(), snap, s.facts.of(snap.Hooks), &s.opts, s.canned, s.accepted)
 	st.x.body.pool = &s.bufs
-	st.x.lists = s.lists
+	st.x.results.lists = s.lists
 	if st.x.trail.recording {
 		defer st.x.trail.finish()
 	}

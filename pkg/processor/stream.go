@@ -196,9 +196,6 @@ type exchange struct {
 	// body lends the buffer an edited list result is built in
 	// (replies.go).
 	body bodyLender
-	// lists is the Server's memo of parsed list answers (listmemo.go);
-	// nil: none.
-	lists *listMemo
 	// ruleHeaders is the request's headers as the rules read them
 	// (rules.go).
 	ruleHeaders ruleHeaderCache
