@@ -82,7 +82,6 @@ type requestRecord struct {
 	origin attribution.Origin
 }
 
-
 // reads reports whether requests are recorded and GET streams read: a
 // post hook may apply to a replayed result, or rules filter (or pinning
 // checks) a replayed list.
