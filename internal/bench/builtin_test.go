@@ -124,7 +124,8 @@ func builtinProcessor(b *testing.B, pluginsYAML string) *processor.Server {
 		b.Fatal(err)
 	}
 	ruleSet, _ := rules.Compile(cfg.Extproc.Rules, rules.Options{})
-	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: e, Identity: ident, Rules: ruleSet}
+	// As the sidecar without tracing: every plugin is a built-in.
+	snap := &processor.Snapshot{Settings: &cfg.Extproc, Hooks: e, Identity: ident, Rules: ruleSet, InProcessOnly: true}
 	return processor.New(processor.Options{Logger: Logger(), Snapshot: func() *processor.Snapshot { return snap }})
 }
 

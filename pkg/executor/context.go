@@ -26,8 +26,10 @@ import (
 // A RequestContext is not safe for concurrent use: do not run two hooks of
 // one request at the same time, and do not touch it during [Executor.Run].
 type RequestContext struct {
-	// Global is sent as context.global_context. Its State and Metadata are
-	// never nil after NewRequestContext.
+	// Global is sent as context.global_context. Its State and Metadata
+	// may be nil until a plugin's reply adds to them; what is sent holds
+	// empty objects then (PluginContext), and a plugin that cannot block
+	// reads them as empty.
 	Global cpex.GlobalContext
 	// Secrets are values no error of this request's invocations may show
 	// (the caller's credentials, which the HTTP hooks' payloads carry):
@@ -48,15 +50,9 @@ type localContext struct {
 	metadata map[string]any
 }
 
-// NewRequestContext returns a context for one request, with empty non-nil
-// maps where g has none.
+// NewRequestContext returns a context for one request. The maps of g are
+// kept as they are (nil ones too: PluginContext sends empty objects).
 func NewRequestContext(g cpex.GlobalContext) *RequestContext {
-	if g.State == nil {
-		g.State = map[string]any{}
-	}
-	if g.Metadata == nil {
-		g.Metadata = map[string]any{}
-	}
 	return &RequestContext{Global: g}
 }
 

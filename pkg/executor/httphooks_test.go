@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
@@ -146,9 +147,23 @@ func TestRecordedHTTPAnswers(t *testing.T) {
 	}
 }
 
+// A context made without maps sends empty objects, never null: cpex
+// reads context.global_context.state and .metadata as objects.
+func TestRequestContextSendsObjects(t *testing.T) {
+	pc := NewRequestContext(cpex.GlobalContext{RequestID: "r"}).PluginContext("p")
+	b, err := json.Marshal(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"state":{}`, `"metadata":{}`} {
+		if n := strings.Count(string(b), want); n != 2 { // global and local
+			t.Errorf("%s: %s %d times, want 2", b, want, n)
+		}
+	}
+}
+
 func TestRequestContextClone(t *testing.T) {
-	rc := NewRequestContext(cpex.GlobalContext{RequestID: "r"})
-	rc.Global.State["a"] = 1
+	rc := NewRequestContext(cpex.GlobalContext{RequestID: "r", State: map[string]any{"a": 1}})
 	rc.carry("p", config.ModeSequential, &cpex.PluginContext{State: map[string]any{"x": 1}})
 	c := rc.Clone()
 	c.Global.State["b"] = 2

@@ -133,9 +133,10 @@ type Snapshot struct {
 	Pins *toolpin.Pinner
 	// InProcessOnly says that every plugin runs in this process and no
 	// span is exported: the request's headers (trace context, x-request-id)
-	// then have nowhere to go, so a hooked request builds none for its
-	// plugin calls (Options.WithHeaders is not called). False, the zero
-	// value, builds them.
+	// and the global context's metadata (path, authority, session, trace
+	// context) then have nowhere to go, so a hooked request builds none
+	// for its plugin calls (Options.WithHeaders is not called). False,
+	// the zero value, builds them.
 	InProcessOnly bool
 }
 

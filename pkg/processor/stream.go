@@ -214,9 +214,10 @@ type hookContext struct {
 }
 
 // ensureContext fills in what only a plugin call or a log line needs: the
-// request id (generated when the request has none or an oversized one), the
-// plugin context metadata and the headers that follow the call into plugins
-// (trace context validated and in canonical form, x-request-id); the
+// request id (generated when the request has none or an oversized one),
+// and, unless every plugin runs in process, the plugin context metadata
+// and the headers that follow the call into plugins (trace context
+// validated and in canonical form, x-request-id); the
 // logger's fields follow on the first log line (logger). A request no
 // plugin applies to never pays for it.
 func (x *exchange) ensureContext() {
@@ -235,11 +236,14 @@ func (x *exchange) ensureContext() {
 	}
 	g := &r.global
 	g.RequestID = r.requestID
-	g.Metadata = map[string]any{"path": r.path, "authority": r.authority}
-	if r.sessionID != "" {
-		g.Metadata["mcp_session_id"] = r.sessionID
-	}
 	if !x.snap.InProcessOnly {
+		// The global context's metadata is for plugins out of process
+		// (the built-ins read none of it): a map of boxed strings costs
+		// more than each built-in's own work on a small call.
+		g.Metadata = map[string]any{"path": r.path, "authority": r.authority}
+		if r.sessionID != "" {
+			g.Metadata["mcp_session_id"] = r.sessionID
+		}
 		h := r.traceContext()
 		for k := range h {
 			g.Metadata[strings.ToLower(k)] = h.Get(k)
