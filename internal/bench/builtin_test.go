@@ -158,3 +158,35 @@ func BenchmarkBuiltinCallInMemory(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkBuiltinCallGRPC is table 13's checked row without the harness:
+// the echo tools/call through the sidecar (internal/sidecar.Run, over
+// gRPC on loopback) with the three built-ins, and with the one built-in
+// whose condition no call matches.
+//
+//	go test -run '^$' -bench BuiltinCallGRPC -benchmem ./internal/bench
+func BenchmarkBuiltinCallGRPC(b *testing.B) {
+	ctx := context.Background()
+	p, ok, err := preparedToolsCall()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &Driver{}
+	for _, bc := range []struct{ name, yaml string }{{"three", builtinPluginsYAML}, {"idle", idlePluginYAML}} {
+		b.Run(bc.name, func(b *testing.B) {
+			sc, err := StartSidecar(ctx, bc.name, "plugins:\n"+bc.yaml+
+				"plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sc.Close()
+			op := exchangeOp(d, sc, p, ok)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := op(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
