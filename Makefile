@@ -159,10 +159,10 @@ fuzz: ## every fuzz target for FUZZTIME: deeper than make test
 demo: deps node-deps ## the whole stack on loopback, a scripted MCP session through it
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
-# BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
 path-count: ## list by file the code one tools/call runs (docs/architecture.md, "The path of one tools/call")
-	go run ./hack/pathcount
+	$(GO) run ./hack/pathcount
 
+# BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
 bench: deps node-deps ## benchmarks against a do-nothing ext_proc server (docs/benchmarks.md)
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
