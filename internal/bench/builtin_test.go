@@ -140,32 +140,31 @@ func (p *namedNonBlockingPool) NonBlocking(plugin string) bool { return p.nb[plu
 // echo tools/call through the processor with the three built-ins, and
 // with the one built-in whose condition no call matches (no plugin run).
 func BenchmarkBuiltinCallInMemory(b *testing.B) {
-	ctx := context.Background()
-	p, ok, err := preparedToolsCall()
-	if err != nil {
-		b.Fatal(err)
-	}
-	d := &Driver{}
-	for _, bc := range []struct{ name, yaml string }{{"three", builtinPluginsYAML}, {"idle", idlePluginYAML}} {
-		b.Run(bc.name, func(b *testing.B) {
-			op := exchangeOp(d, &Endpoint{Name: bc.name, Client: Pipe(builtinProcessor(b, bc.yaml))}, p, ok)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := op(ctx); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
+	benchBuiltinCall(b, func(b *testing.B, name, yaml string) *Endpoint {
+		return &Endpoint{Name: name, Client: Pipe(builtinProcessor(b, yaml))}
+	})
 }
 
 // BenchmarkBuiltinCallGRPC is table 13's checked row without the harness:
-// the echo tools/call through the sidecar (internal/sidecar.Run, over
-// gRPC on loopback) with the three built-ins, and with the one built-in
-// whose condition no call matches.
+// the same calls through the sidecar (internal/sidecar.Run, over gRPC on
+// loopback).
 //
 //	go test -run '^$' -bench BuiltinCallGRPC -benchmem ./internal/bench
 func BenchmarkBuiltinCallGRPC(b *testing.B) {
+	benchBuiltinCall(b, func(b *testing.B, name, yaml string) *Endpoint {
+		sc, err := StartSidecar(context.Background(), name, "plugins:\n"+yaml+
+			"plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n")
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = sc.Close() })
+		return sc
+	})
+}
+
+// benchBuiltinCall times the echo tools/call on the endpoint serve makes
+// for the three built-ins ("three") and for the idle one ("idle").
+func benchBuiltinCall(b *testing.B, serve func(b *testing.B, name, pluginsYAML string) *Endpoint) {
 	ctx := context.Background()
 	p, ok, err := preparedToolsCall()
 	if err != nil {
@@ -174,13 +173,7 @@ func BenchmarkBuiltinCallGRPC(b *testing.B) {
 	d := &Driver{}
 	for _, bc := range []struct{ name, yaml string }{{"three", builtinPluginsYAML}, {"idle", idlePluginYAML}} {
 		b.Run(bc.name, func(b *testing.B) {
-			sc, err := StartSidecar(ctx, bc.name, "plugins:\n"+bc.yaml+
-				"plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n")
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer sc.Close()
-			op := exchangeOp(d, sc, p, ok)
+			op := exchangeOp(d, serve(b, bc.name, bc.yaml), p, ok)
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := op(ctx); err != nil {
