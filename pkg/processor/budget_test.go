@@ -388,7 +388,7 @@ func (r *budgetResult) sent() {
 // replies, counting the messages.
 func (r *budgetRig) exchange(e *encodedExchange) (*budgetResult, error) {
 	e.nextSerial()
-	st := newStream(context.Background(), r.snap, r.facts.of(r.snap.Hooks), r.opts, r.canned, r.accepted)
+	st := newStream(context.Background(), r.snap, r.facts.of(r.snap), r.opts, r.canned, r.accepted)
 	st.x.body.pool = &r.bufs
 	st.x.results.lists = r.lists
 	res := &budgetResult{st: st}

@@ -37,7 +37,7 @@ func TestHookFactsOf(t *testing.T) {
 		for _, hook := range tc.hooks {
 			h.has[hook] = true
 		}
-		f := hookFactsOf(h)
+		f := hookFactsOf(&Snapshot{Hooks: h})
 		if f.atHeaders != tc.atHeaders || f.atBody != tc.atBody || f.post != tc.post || f.listHook != tc.listHook {
 			t.Errorf("%v: atHeaders %v atBody %v post %v listHook %v, want %v %v %v %v", tc.hooks,
 				f.atHeaders, f.atBody, f.post, f.listHook, tc.atHeaders, tc.atBody, tc.post, tc.listHook)
@@ -49,23 +49,24 @@ func TestHookFactsOf(t *testing.T) {
 func TestFactsCacheFollowsVersion(t *testing.T) {
 	h := &changingHooks{has: map[cpex.HookType]bool{cpex.ToolPostInvoke: true}, version: 1}
 	var c factsCache
-	if !c.of(h).post {
+	snap := &Snapshot{Hooks: h}
+	if !c.of(snap).post {
 		t.Fatal("post hook not seen")
 	}
 	asked := h.asked
 	for range 3 {
-		c.of(h)
+		c.of(snap)
 	}
 	if h.asked != asked {
 		t.Errorf("Applies asked %d more times with the same Version", h.asked-asked)
 	}
 	h.has[cpex.ToolPostInvoke] = false // disabled at run time
 	h.version++
-	if c.of(h).post {
+	if c.of(snap).post {
 		t.Error("post hook still seen after the Version changed")
 	}
 	other := &changingHooks{has: map[cpex.HookType]bool{cpex.HTTPPreRequest: true}, version: h.version}
-	if f := c.of(other); !f.atHeaders || f.post {
-		t.Errorf("a new plugin set with the same Version got the old facts: %+v", f)
+	if f := c.of(&Snapshot{Hooks: other}); !f.atHeaders || f.post {
+		t.Errorf("a reloaded snapshot whose plugins have the same Version got the old facts: %+v", f)
 	}
 }

@@ -63,10 +63,10 @@ type Hooks interface {
 }
 
 // hookFacts are the questions about the plugins that walk the list of
-// dispatched hooks (cpex.Dispatched): asked once per plugin set and
-// run-time disable, not per request.
+// dispatched hooks (cpex.Dispatched): asked once per configuration
+// snapshot and run-time disable (Hooks.Version), not per request.
 type hookFacts struct {
-	hooks   Hooks
+	snap    *Snapshot // whose Hooks answered
 	version uint64
 	// atHeaders: a plugin has a hook dispatched at the request or response
 	// headers (http_pre_request, the identity hooks, http_post_request).
@@ -81,9 +81,10 @@ type hookFacts struct {
 	listHook bool
 }
 
-// hookFactsOf asks hooks the questions of hookFacts.
-func hookFactsOf(hooks Hooks) *hookFacts {
-	f := &hookFacts{hooks: hooks, version: hooks.Version()}
+// hookFactsOf asks snap's Hooks the questions of hookFacts.
+func hookFactsOf(snap *Snapshot) *hookFacts {
+	hooks := snap.Hooks
+	f := &hookFacts{snap: snap, version: hooks.Version()}
 	for hook, when := range cpex.Dispatched() {
 		if !hooks.Applies(hook) {
 			continue
@@ -106,13 +107,13 @@ func hookFactsOf(hooks Hooks) *hookFacts {
 // ready to use.
 type factsCache struct{ last atomic.Pointer[hookFacts] }
 
-// of returns the hookFacts of hooks: the kept ones while hooks and its
-// Version are the same.
-func (c *factsCache) of(hooks Hooks) *hookFacts {
-	if f := c.last.Load(); f != nil && f.hooks == hooks && f.version == hooks.Version() {
+// of returns the hookFacts of snap: the kept ones while the snapshot and
+// its Hooks' Version are the same (a reload makes a new snapshot).
+func (c *factsCache) of(snap *Snapshot) *hookFacts {
+	if f := c.last.Load(); f != nil && f.snap == snap && f.version == snap.Hooks.Version() {
 		return f
 	}
-	f := hookFactsOf(hooks)
+	f := hookFactsOf(snap)
 	c.last.Store(f)
 	return f
 }
@@ -220,7 +221,7 @@ func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	}()
 	reserveStack()
 	snap := s.opts.Snapshot()
-	st := newStream(srv.Context(), snap, s.facts.of(snap.Hooks), &s.opts, s.canned, s.accepted)
+	st := newStream(srv.Context(), snap, s.facts.of(snap), &s.opts, s.canned, s.accepted)
 	st.x.body.pool = &s.bufs
 	st.x.results.lists = s.lists
 	if st.x.trail.recording {

@@ -70,7 +70,7 @@ type stream struct {
 // what snap's Hooks answer (nil: asked now).
 func newStream(ctx context.Context, snap *Snapshot, facts *hookFacts, opts *Options, c *canned, accepted *attribution.Accepted) *stream {
 	if facts == nil {
-		facts = hookFactsOf(snap.Hooks)
+		facts = hookFactsOf(snap)
 	}
 	st := &stream{phase: passThrough{}, x: exchange{ctx: ctx, snap: snap, hooked: facts, log: opts.Logger, obs: opts.Observer, canned: c,
 		hookCtx: hookContext{withHeaders: opts.WithHeaders}}}
