@@ -45,7 +45,7 @@ func TestHookFactsOf(t *testing.T) {
 	}
 }
 
-// The facts are asked once per plugin set and disable, not per stream.
+// The facts are asked once per snapshot and disable, not per stream.
 func TestFactsCacheFollowsVersion(t *testing.T) {
 	h := &changingHooks{has: map[cpex.HookType]bool{cpex.ToolPostInvoke: true}, version: 1}
 	var c factsCache
