@@ -43,7 +43,7 @@ func (s *scanner) message(i int) (Message, int, *errScan) {
 		s.list.shift(i)
 		m.list, m.listLen, s.list = s.list, len(m.Raw), nil
 	}
-	if err := m.classify(env); err != nil {
+	if err := m.setKind(env); err != nil {
 		return m, 0, err
 	}
 	switch m.Method {
@@ -115,9 +115,9 @@ func (s *scanner) member(m *Message, env *envelope, mem member, i int) *errScan 
 	return nil
 }
 
-// classify sets m.Kind from the members the message has, or says why they
+// setKind sets m.Kind from the members the message has, or says why they
 // make no JSON-RPC message.
-func (m *Message) classify(env envelope) *errScan {
+func (m *Message) setKind(env envelope) *errScan {
 	if !env.hasRPC {
 		return invalid(`"jsonrpc" must be "2.0"`)
 	}

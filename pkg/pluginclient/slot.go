@@ -29,8 +29,9 @@ const (
 	CauseUnreachable = "unreachable"
 )
 
-// lossCause returns the rebuild cause of err, a connection loss.
-func lossCause(err error) string {
+// rebuildCause returns the rebuild cause of err, a connection loss (a
+// label of the rebuild metric).
+func rebuildCause(err error) string {
 	switch {
 	case errors.Is(err, wireconn.ErrSessionGone):
 		return CauseNotFound
@@ -108,7 +109,7 @@ func (sl *slot) invalidate(h *held, err error) {
 	if sl.draining.Load() {
 		return
 	}
-	cause := lossCause(err)
+	cause := rebuildCause(err)
 	h.lost.Store(true)
 	sl.lossErr.Store(&err)
 	sl.cause.Store(&cause)

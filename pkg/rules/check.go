@@ -8,8 +8,8 @@ import (
 	"cel.dev/cel-go/common/types/ref"
 )
 
-// Verdict is the outcome of [Set.Check].
-type Verdict struct {
+// Result is the outcome of [Set.Check].
+type Result struct {
 	// Rule is the first rule, in config order, that denied; nil: allowed.
 	Rule *Rule
 	// Err is set when that rule failed at run time (and so denied): a
@@ -23,12 +23,12 @@ type Verdict struct {
 // Check evaluates the rules in order against in and returns the first
 // enforced rule that denies, and the shadow rules before it that would
 // have.
-func (s *Set) Check(in *Input) Verdict {
+func (s *Set) Check(in *Input) Result {
 	if s == nil || len(s.rules) == 0 {
-		return Verdict{}
+		return Result{}
 	}
 	a := &activation{set: s, in: in}
-	var v Verdict
+	var v Result
 	for i := range s.rules {
 		c := &s.rules[i]
 		if c.skips(in) {

@@ -58,7 +58,7 @@ func TestCheck(t *testing.T) {
 		deny    string
 		in      *Input // nil: full
 		want    bool   // denied
-		wantErr string // a substring of Verdict.Err; "" = no error
+		wantErr string // a substring of Result.Err; "" = no error
 	}{
 		// Every variable.
 		{deny: `mcp.method == "tools/call"`, want: true},

@@ -14,7 +14,7 @@ import (
 // opposed to no answer at all): a JSON-RPC error, a refusal, a reply that
 // is not a valid invoke_hook reply, or anything after a whole JSON body
 // arrived.
-func answered(err error, ex *exchange) bool {
+func answered(err error, ex *callRecord) bool {
 	return ex.answered.Load() || serverError(err) ||
 		errors.Is(err, cpex.ErrInvalidReply) || errors.Is(err, wireconn.ErrRefused)
 }

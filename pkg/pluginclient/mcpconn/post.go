@@ -105,7 +105,7 @@ type rpcMessage struct {
 // before the response is a plain error (no answer). A caller that gives up
 // (ctx ends) before the response gets its error at once, and the server
 // a notifications/cancelled for the call, as the go-sdk client sends.
-func (p *postCaller) call(ctx context.Context, ex *exchange, params *mcp.CallToolParams) (*toolResult, error) {
+func (p *postCaller) call(ctx context.Context, ex *callRecord, params *mcp.CallToolParams) (*toolResult, error) {
 	id := p.ids.Add(1)
 	res, err := p.post(ctx, ex, id, params)
 	if err != nil && ctx.Err() != nil {
@@ -115,7 +115,7 @@ func (p *postCaller) call(ctx context.Context, ex *exchange, params *mcp.CallToo
 }
 
 // post is call's request and answer.
-func (p *postCaller) post(ctx context.Context, ex *exchange, id int64, params *mcp.CallToolParams) (*toolResult, error) {
+func (p *postCaller) post(ctx context.Context, ex *callRecord, id int64, params *mcp.CallToolParams) (*toolResult, error) {
 	body, err := json.Marshal(callRequest{JSONRPC: "2.0", ID: id, Method: "tools/call",
 		Params: callParams{Meta: params.Meta, Name: params.Name, Arguments: params.Arguments}})
 	if err != nil {

@@ -88,7 +88,7 @@ func TestPostCallAnswers(t *testing.T) {
 			rt := newSessionRT(http.DefaultTransport, nil)
 			p := &postCaller{client: &http.Client{Transport: rt}, url: srv.URL, session: "s-1", version: "2025-11-25", life: rt.ctx}
 			p.ids.Store(firstCallID)
-			ctx, ex := withExchange(context.Background())
+			ctx, ex := withCallRecord(context.Background())
 			res, err := p.call(ctx, ex, invokeParams(ctx, cpex.ToolPreInvoke, "p", json.RawMessage(`{}`), &cpex.PluginContext{}))
 			var rpc *jsonrpc.Error
 			switch tt.want {
@@ -206,7 +206,7 @@ func TestPostCallCancelled(t *testing.T) {
 	p := &postCaller{client: &http.Client{Transport: rt}, url: srv.URL, session: "s-1", version: "2025-11-25", life: rt.ctx}
 	p.ids.Store(firstCallID)
 	ctx, cancel := context.WithCancel(context.Background())
-	ctx, ex := withExchange(ctx)
+	ctx, ex := withCallRecord(ctx)
 	done := make(chan error, 1)
 	go func() {
 		_, err := p.call(ctx, ex, invokeParams(ctx, cpex.ToolPreInvoke, "p", json.RawMessage(`{}`), &cpex.PluginContext{}))
@@ -265,7 +265,7 @@ func TestPostCallAnswerBeforeStreamEnds(t *testing.T) {
 	p.ids.Store(firstCallID)
 	done := make(chan error, 1)
 	go func() {
-		ctx, ex := withExchange(context.Background())
+		ctx, ex := withCallRecord(context.Background())
 		res, err := p.call(ctx, ex, invokeParams(ctx, cpex.ToolPreInvoke, "p", json.RawMessage(`{}`), &cpex.PluginContext{}))
 		if err == nil {
 			_, err = parseInvokeReply(res)

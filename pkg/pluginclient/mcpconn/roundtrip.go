@@ -36,33 +36,33 @@ const (
 // reaching the network.
 var errSessionRetired = errors.New("plugin session retired")
 
-// exchangeKey is the context key of the exchange of one call.
-type exchangeKey struct{}
+// callRecordKey is the context key of the callRecord of one call.
+type callRecordKey struct{}
 
-// exchange is what the RoundTripper saw of one call's requests: whether the
+// callRecord is what the RoundTripper saw of one call's requests: whether the
 // server answered (a refusal, or a whole JSON body, however invalid), and
-// whether an answer said the session is gone. A nil *exchange records
+// whether an answer said the session is gone. A nil *callRecord records
 // nothing.
-type exchange struct {
+type callRecord struct {
 	answered, gone atomic.Bool
 }
 
-func (e *exchange) setAnswered() {
+func (e *callRecord) setAnswered() {
 	if e != nil {
 		e.answered.Store(true)
 	}
 }
 
-func (e *exchange) setGone() {
+func (e *callRecord) setGone() {
 	if e != nil {
 		e.gone.Store(true)
 	}
 }
 
-// withExchange returns ctx recording its HTTP answers in a new exchange.
-func withExchange(ctx context.Context) (context.Context, *exchange) {
-	ex := &exchange{}
-	return context.WithValue(ctx, exchangeKey{}, ex), ex
+// withCallRecord returns ctx recording its HTTP answers in a new callRecord.
+func withCallRecord(ctx context.Context) (context.Context, *callRecord) {
+	ex := &callRecord{}
+	return context.WithValue(ctx, callRecordKey{}, ex), ex
 }
 
 // protectedHeaders are never overridden by the caller's headers
@@ -153,7 +153,7 @@ func (rt *sessionRT) RoundTrip(req *http.Request) (*http.Response, error) {
 		release(false)
 		return nil, err
 	}
-	ex, _ := callerCtx.Value(exchangeKey{}).(*exchange)
+	ex, _ := callerCtx.Value(callRecordKey{}).(*callRecord)
 	switch rt.classify(req, resp) {
 	case sessionGone:
 		ex.setGone()
@@ -338,7 +338,7 @@ func closeBody(req *http.Request) {
 // request's context. Read to its end, a JSON body answers ex.
 type drainedBody struct {
 	io.ReadCloser
-	ex      *exchange // non-nil: a body read to its end answers ex
+	ex      *callRecord // non-nil: a body read to its end answers ex
 	release func()
 	eof     bool
 	once    sync.Once

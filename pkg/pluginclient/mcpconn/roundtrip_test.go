@@ -55,7 +55,7 @@ func TestSessionRTVerdicts(t *testing.T) {
 			if tt.session != "" {
 				req.Header.Set(sessionHeader, tt.session)
 			}
-			ctx, ex := withExchange(context.Background())
+			ctx, ex := withCallRecord(context.Background())
 			resp, err := rt.RoundTrip(req.WithContext(ctx))
 			if tt.wantRefused {
 				if !errors.Is(err, wireconn.ErrRefused) || !ex.answered.Load() || ex.gone.Load() {
@@ -70,7 +70,7 @@ func TestSessionRTVerdicts(t *testing.T) {
 				t.Fatal(err)
 			}
 			if ex.gone.Load() != tt.wantLost {
-				t.Errorf("exchange gone = %v, want %v", ex.gone.Load(), tt.wantLost)
+				t.Errorf("call record gone = %v, want %v", ex.gone.Load(), tt.wantLost)
 			}
 			body, err := io.ReadAll(resp.Body)
 			resp.Body.Close()
@@ -291,7 +291,7 @@ func TestSessionGoneNamesItsConnection(t *testing.T) {
 // A call without a trace context or caller headers pays nothing for the
 // propagation: no _meta, the request untouched.
 func TestNoTraceAllocatesNothing(t *testing.T) {
-	ctx := context.WithValue(context.Background(), exchangeKey{}, &exchange{})
+	ctx := context.WithValue(context.Background(), callRecordKey{}, &callRecord{})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://127.0.0.1/mcp", nil)
 	n := testing.AllocsPerRun(100, func() {
 		if traceMeta(ctx) != nil || withCallerHeaders(req, ctx) != req {

@@ -79,7 +79,7 @@ func Dial(ctx context.Context, cfg Config) (*Session, error) {
 
 // PluginConfig implements [wireconn.Conn] with the get_plugin_config tool.
 func (s *Session) PluginConfig(ctx context.Context, name string) (json.RawMessage, bool, error) {
-	ctx, ex := withExchange(ctx)
+	ctx, ex := withCallRecord(ctx)
 	res, err := s.cs.CallTool(ctx, &mcp.CallToolParams{
 		Name:      cpex.ToolGetPluginConfig,
 		Arguments: map[string]string{"name": name},
@@ -95,7 +95,7 @@ func (s *Session) PluginConfig(ctx context.Context, name string) (json.RawMessag
 // session is gone, ErrNoAnswer when nothing answered, else it is the
 // answer's.
 func (s *Session) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	ctx, ex := withExchange(ctx)
+	ctx, ex := withCallRecord(ctx)
 	params := invokeParams(ctx, hook, plugin, payload, pctx)
 	var res *toolResult
 	var err error
@@ -116,7 +116,7 @@ func (s *Session) InvokeHook(ctx context.Context, hook cpex.HookType, plugin str
 // the session still lives. A ping that gets no answer means the server
 // cannot be reached: ErrConnLost.
 func (s *Session) Health(ctx context.Context) error {
-	ctx, ex := withExchange(ctx)
+	ctx, ex := withCallRecord(ctx)
 	err := s.cs.Ping(ctx, nil)
 	if err == nil {
 		return nil
@@ -158,7 +158,7 @@ const deleteTimeout = time.Second
 
 // classify turns the error of a call on s (ex: what its requests got) into
 // the wireconn vocabulary; a context error is returned as is.
-func (s *Session) classify(ctx context.Context, err error, ex *exchange) error {
+func (s *Session) classify(ctx context.Context, err error, ex *callRecord) error {
 	switch {
 	case ctx.Err() != nil:
 		return err

@@ -66,7 +66,7 @@ type Options struct {
 type Conn struct {
 	path  string
 	opts  Options
-	slots chan *slot // idle slots; a call holds one
+	slots chan *pooledConn // idle connections; a call holds one
 	done  chan struct{}
 
 	closeOnce sync.Once
@@ -74,9 +74,9 @@ type Conn struct {
 
 var _ wireconn.Conn = (*Conn)(nil)
 
-// slot is one connection (nil until dialled, and after a failure) with its
-// buffers; only the call holding the slot touches it.
-type slot struct {
+// pooledConn is one connection of the pool (nil until dialled, and after
+// a failure) with its buffers; only the call holding it touches it.
+type pooledConn struct {
 	c       net.Conn
 	in, out []byte
 }
@@ -99,9 +99,9 @@ func New(path string, opts Options) *Conn {
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
-	c := &Conn{path: path, opts: opts, slots: make(chan *slot, opts.PoolSize), done: make(chan struct{})}
+	c := &Conn{path: path, opts: opts, slots: make(chan *pooledConn, opts.PoolSize), done: make(chan struct{})}
 	for range opts.PoolSize {
-		c.slots <- &slot{}
+		c.slots <- &pooledConn{}
 	}
 	return c
 }
@@ -151,7 +151,7 @@ func (c *Conn) dropIdle() {
 	}
 }
 
-func (s *slot) drop() {
+func (s *pooledConn) drop() {
 	if s.c != nil {
 		s.c.Close()
 		s.c = nil
@@ -160,7 +160,7 @@ func (s *slot) drop() {
 
 // roundTrip sends req and reads resp on a pooled connection: one attempt.
 func (c *Conn) roundTrip(ctx context.Context, what string, req, resp proto.Message) error {
-	var s *slot
+	var s *pooledConn
 	select {
 	case s = <-c.slots:
 	case <-c.done:
@@ -175,7 +175,7 @@ func (c *Conn) roundTrip(ctx context.Context, what string, req, resp proto.Messa
 	return nil
 }
 
-func (c *Conn) release(s *slot) {
+func (c *Conn) release(s *pooledConn) {
 	c.slots <- s
 	select {
 	case <-c.done: // closed meanwhile: do not keep it open
@@ -190,7 +190,7 @@ func (c *Conn) release(s *slot) {
 // again and the request sent on the new one: that is the call's first
 // attempt, not a retry (pluginclient retries; a transport never repeats a
 // request that reached the server).
-func (c *Conn) exchange(ctx context.Context, s *slot, req, resp proto.Message) error {
+func (c *Conn) exchange(ctx context.Context, s *pooledConn, req, resp proto.Message) error {
 	reused := s.c != nil
 	for {
 		if s.c == nil {
@@ -216,7 +216,7 @@ func (c *Conn) exchange(ctx context.Context, s *slot, req, resp proto.Message) e
 // never reached the server.
 var errNotSent = errors.New("request not sent")
 
-func (c *Conn) exchangeOn(ctx context.Context, s *slot, req, resp proto.Message) error {
+func (c *Conn) exchangeOn(ctx context.Context, s *pooledConn, req, resp proto.Message) error {
 	deadline := time.Now().Add(c.opts.Timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
