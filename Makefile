@@ -67,7 +67,7 @@ node-deps: ## npm ci the TypeScript SDK plugin server of the tests (skipped with
 build: deps ## static binaries in bin/, version and commit stamped
 	@for c in $(CMDS); do ./hack/build.sh $$c $(BIN) || exit 1; done
 
-test: deps node-deps fmt-check unit ## what CI runs: gofmt, race tests with every vet check (seed corpora included), allocation budgets
+test: deps node-deps fmt-check unit path-count ## what CI runs: gofmt, race tests with every vet check (seed corpora included), allocation budgets, the request path's files
 
 # VET_CHECKS are every analyzer of go vet. go test runs them on every
 # package it is given, those without a test file included (it compiles
@@ -159,8 +159,12 @@ fuzz: ## every fuzz target for FUZZTIME: deeper than make test
 demo: deps node-deps ## the whole stack on loopback, a scripted MCP session through it
 	$(GO) run ./cmd/demo $(DEMO_FLAGS)
 
-path-count: ## list by file the code one tools/call runs (docs/architecture.md, "The path of one tools/call")
-	$(GO) run ./hack/pathcount
+# PATH_PROCESSOR_FILES bounds the files of pkg/processor one tools/call
+# runs in (make path-count fails above it; make test runs it).
+PATH_PROCESSOR_FILES = 8
+
+path-count: ## list by file the code one tools/call runs (docs/architecture.md, "The path of one tools/call"); fail above PATH_PROCESSOR_FILES processor files
+	$(GO) run ./hack/pathcount -max-processor-files $(PATH_PROCESSOR_FILES)
 
 # BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
 bench: deps node-deps ## benchmarks against a do-nothing ext_proc server (docs/benchmarks.md)

@@ -37,14 +37,15 @@ func main() {
 	test := flag.String("run", "TestPathOfOneToolsCall", "the test, which runs its exchange $MCP_EXTPROC_PATH_EXCHANGES times")
 	base := flag.Int("base", 2, "exchanges of the first run (the first ones warm caches up)")
 	added := flag.Int("added", 10, "exchanges the second run adds")
+	maxProcessor := flag.Int("max-processor-files", 0, "fail when the path runs in more files of pkg/processor (0: no bound)")
 	flag.Parse()
-	if err := run(*pkg, *test, *base, *added); err != nil {
+	if err := run(*pkg, *test, *base, *added, *maxProcessor); err != nil {
 		fmt.Fprintln(os.Stderr, "pathcount:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pkg, test string, base, added int) error {
+func run(pkg, test string, base, added, maxProcessor int) error {
 	dir, err := os.MkdirTemp("", "pathcount")
 	if err != nil {
 		return err
@@ -80,7 +81,7 @@ func run(pkg, test string, base, added int) error {
 		file = strings.TrimPrefix(file, module)
 		ran[file] = append(ran[file], l)
 	}
-	return report(ran, test)
+	return report(ran, test, maxProcessor)
 }
 
 // readProfile reads a coverage profile: block -> count.
@@ -131,7 +132,7 @@ var groupNames = []string{
 	"the test's plugin server",
 }
 
-func report(ran map[string][]int, test string) error {
+func report(ran map[string][]int, test string, maxProcessor int) error {
 	files := make([]string, 0, len(ran))
 	for f := range ran {
 		files = append(files, f)
@@ -160,6 +161,10 @@ func report(ran map[string][]int, test string) error {
 	}
 	fmt.Printf("\nfiles: %d in the processor and %d it calls into on the request path (%d in all); %d in the plugin call; %d in the plugin server\n",
 		counts[0], counts[1], counts[0]+counts[1], counts[2], counts[3])
+	if maxProcessor > 0 && counts[0] > maxProcessor {
+		return fmt.Errorf("the path runs in %d files of pkg/processor, more than %d: fold what it only passes through into the file of its step, or move a question the configuration answers off the path (docs/architecture.md)",
+			counts[0], maxProcessor)
+	}
 	return nil
 }
 
