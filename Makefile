@@ -164,7 +164,7 @@ demo: deps node-deps ## the whole stack on loopback, a scripted MCP session thro
 PATH_PROCESSOR_FILES = 8
 
 path-count: ## list by file the code one tools/call runs (docs/architecture.md, "The path of one tools/call"); fail above PATH_PROCESSOR_FILES processor files
-	$(GO) run ./hack/pathcount -max-processor-files $(PATH_PROCESSOR_FILES)
+	$(GO) run ./hack/pathcount -max-processor-files $(PATH_PROCESSOR_FILES) -- $(TEST_BUILD) -ldflags=-w -vet=off
 
 # BENCH_FLAGS=-markdown prints the tables of docs/benchmarks.md.
 bench: deps node-deps ## benchmarks against a do-nothing ext_proc server (docs/benchmarks.md)

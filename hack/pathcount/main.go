@@ -38,14 +38,21 @@ func main() {
 	base := flag.Int("base", 2, "exchanges of the first run (the first ones warm caches up)")
 	added := flag.Int("added", 10, "exchanges the second run adds")
 	maxProcessor := flag.Int("max-processor-files", 0, "fail when the path runs in more files of pkg/processor (0: no bound)")
+	flag.Usage = func() {
+		fmt.Fprintln(flag.CommandLine.Output(), "usage: pathcount [flags] [-- go test build flags]")
+		flag.PrintDefaults()
+	}
 	flag.Parse()
-	if err := run(*pkg, *test, *base, *added, *maxProcessor); err != nil {
+	if err := run(*pkg, *test, *base, *added, *maxProcessor, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "pathcount:", err)
 		os.Exit(1)
 	}
 }
 
-func run(pkg, test string, base, added, maxProcessor int) error {
+// run runs test twice with coverage, with base and base+added exchanges,
+// its build given buildFlags (those of the other test runs, so that their
+// compiles are reused), and reports what every added exchange ran.
+func run(pkg, test string, base, added, maxProcessor int, buildFlags []string) error {
 	dir, err := os.MkdirTemp("", "pathcount")
 	if err != nil {
 		return err
@@ -56,8 +63,10 @@ func run(pkg, test string, base, added, maxProcessor int) error {
 	var profiles [2]map[string]int
 	for i, n := range []int{base, base + added} {
 		out := filepath.Join(dir, strconv.Itoa(i)+".out")
-		cmd := exec.CommandContext(ctx, "go", "test", "-count=1", "-run", "^"+test+"$", "-covermode=count",
+		args := append([]string{"test"}, buildFlags...)
+		args = append(args, "-count=1", "-run", "^"+test+"$", "-covermode=count",
 			"-coverpkg="+module+"pkg/...", "-coverprofile="+out, pkg)
+		cmd := exec.CommandContext(ctx, "go", args...)
 		cmd.Env = append(os.Environ(), "MCP_EXTPROC_PATH_EXCHANGES="+strconv.Itoa(n))
 		cmd.Stderr = os.Stderr
 		if err := cmd.Run(); err != nil {
