@@ -13,7 +13,11 @@
 // [List.Filter] for the cases.
 package mcplist
 
-import "iter"
+import (
+	"iter"
+
+	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
+)
 
 // List is one MCP list method: the one table of these protocol facts.
 type List struct {
@@ -27,17 +31,17 @@ type List struct {
 	// "tools/call": the method a rule is asked about for each item.
 	CallMethod string
 	// Hook is the plugins' hook for the list's results, e.g.
-	// "tools_post_list" (cpex.ToolsPostList).
-	Hook string
+	// cpex.ToolsPostList.
+	Hook cpex.HookType
 }
 
 // lists is the table behind ByMethod and All. It is never modified: the
 // entries handed out are shared and read-only (no allocation per request).
 var lists = [...]List{
-	{Method: "tools/list", ItemsKey: "tools", NameKey: "name", CallMethod: "tools/call", Hook: "tools_post_list"},
-	{Method: "prompts/list", ItemsKey: "prompts", NameKey: "name", CallMethod: "prompts/get", Hook: "prompts_post_list"},
-	{Method: "resources/list", ItemsKey: "resources", NameKey: "uri", CallMethod: "resources/read", Hook: "resources_post_list"},
-	{Method: "resources/templates/list", ItemsKey: "resourceTemplates", NameKey: "uriTemplate", CallMethod: "resources/read", Hook: "resources_post_list"},
+	{Method: "tools/list", ItemsKey: "tools", NameKey: "name", CallMethod: "tools/call", Hook: cpex.ToolsPostList},
+	{Method: "prompts/list", ItemsKey: "prompts", NameKey: "name", CallMethod: "prompts/get", Hook: cpex.PromptsPostList},
+	{Method: "resources/list", ItemsKey: "resources", NameKey: "uri", CallMethod: "resources/read", Hook: cpex.ResourcesPostList},
+	{Method: "resources/templates/list", ItemsKey: "resourceTemplates", NameKey: "uriTemplate", CallMethod: "resources/read", Hook: cpex.ResourcesPostList},
 }
 
 // ByMethod returns the list method's entry, or false if method is not one of

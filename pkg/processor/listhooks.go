@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -23,8 +22,8 @@ import (
 // refused, the error replacing the list.
 func (rd reader) listHook(m *mcpmsg.Message, l *mcplist.List, result []byte) (out []byte, dropped int, refused []byte) {
 	x := rd.x
-	hook := cpex.HookType(l.Hook)
-	if !x.snap.Hooks.Applies(cpex.HookType(l.Hook)) {
+	hook := l.Hook
+	if !x.snap.Hooks.Applies(hook) {
 		return result, 0, nil
 	}
 	x.ensureContext()

@@ -267,7 +267,7 @@ func (pl planner) listHookNeeds(method string) bool {
 	x := pl.x
 	if method != "" {
 		l, ok := mcplist.ByMethod(method)
-		return ok && x.snap.Hooks.Applies(cpex.HookType(l.Hook))
+		return ok && x.snap.Hooks.Applies(l.Hook)
 	}
 	return x.hooked.listHook
 }

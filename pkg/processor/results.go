@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/attribution"
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/hookfamily"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
@@ -129,7 +128,7 @@ func (x *exchange) readsList(method string) bool {
 	if !ok {
 		return false
 	}
-	return x.snap.Rules.Len() > 0 || pinsList(x.snap, method) || x.snap.Hooks.Applies(cpex.HookType(l.Hook))
+	return x.snap.Rules.Len() > 0 || pinsList(x.snap, method) || x.snap.Hooks.Applies(l.Hook)
 }
 
 // expectList makes the answer of a list request awaited, when the rules,

@@ -7,7 +7,6 @@ import (
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/audit"
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/logsafe"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcplist"
 	"github.com/mcp-extproc/mcp-extproc/pkg/mcpmsg"
@@ -222,7 +221,7 @@ type listEdit struct {
 // (none when ParseList indexed it: only the kept items are copied),
 // building one buffer: the message as it goes out.
 func (rd reader) edit(m *mcpmsg.Message, l *mcplist.List, hide func(string) bool) (listEdit, error) {
-	if start, end, ok := m.ResultSpan(); ok && !rd.x.snap.Hooks.Applies(cpex.HookType(l.Hook)) {
+	if start, end, ok := m.ResultSpan(); ok && !rd.x.snap.Hooks.Applies(l.Hook) {
 		x := rd.x
 		ix, _ := m.ListIndex() // nil: EditValid reads the result
 		out, ed, err := l.EditValid(m.Raw, start, end, mcplist.Edit{Hide: hide, Private: true, Buf: x.body.lend(), Index: ix})
