@@ -29,7 +29,7 @@ func TestAttributionMemoryFlat(t *testing.T) {
 	c := newCanned()
 	run := func(from, to int) {
 		for i := from; i < to; i++ {
-			st := newStream(context.Background(), snap, nil, opts, c, nil)
+			st := newStream(context.Background(), snap, hookFactsOf(snap), opts, c, nil)
 			session := fmt.Sprintf("%08x-0000-4000-8000-%012x", i%2000, i%2000)
 			body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"m"}}}`, i)
 			st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{

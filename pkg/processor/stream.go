@@ -67,11 +67,8 @@ type stream struct {
 }
 
 // newStream returns the stream of one request, run with snap and facts,
-// what snap's Hooks answer (nil: asked now).
+// what snap's Hooks answer (factsCache.of).
 func newStream(ctx context.Context, snap *Snapshot, facts *hookFacts, opts *Options, c *canned, accepted *attribution.Accepted) *stream {
-	if facts == nil {
-		facts = hookFactsOf(snap)
-	}
 	st := &stream{phase: passThrough{}, x: exchange{ctx: ctx, snap: snap, hooked: facts, log: opts.Logger, obs: opts.Observer, canned: c,
 		hookCtx: hookContext{withHeaders: opts.WithHeaders}}}
 	x := &st.x

@@ -57,7 +57,12 @@ func rewrite(json.RawMessage) executor.Outcome {
 
 func testStream(h Hooks) *stream {
 	set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-	return newStream(context.Background(), &Snapshot{Settings: set, Hooks: h}, nil, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})}, newCanned(), nil)
+	return streamOf(&Snapshot{Settings: set, Hooks: h}, &Options{Logger: zerolog.Nop(), Observer: nopObserver{}, Attribution: attribution.New(attribution.Options{})})
+}
+
+// streamOf is a stream of snap with opts, as Process makes one.
+func streamOf(snap *Snapshot, opts *Options) *stream {
+	return newStream(context.Background(), snap, hookFactsOf(snap), opts, newCanned(), nil)
 }
 
 func headerMap(kv ...string) *corev3.HeaderMap {
@@ -407,8 +412,8 @@ func TestLogBodies(t *testing.T) {
 	run := func(logBodies bool, level zerolog.Level) string {
 		var buf bytes.Buffer
 		set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{}}, nil,
-			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies}, newCanned(), nil)
+		st := streamOf(&Snapshot{Settings: set, Hooks: &fakeHooks{}},
+			&Options{Logger: zerolog.New(&buf).Level(level), Observer: nopObserver{}, LogBodies: logBodies})
 		st.handle(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestHeaders{RequestHeaders: &extprocv3.HttpHeaders{
 			Headers: headerMap(":method", "POST", ":path", "/mcp", "authorization", secret, "x-api-key", "s3cret-key", "x-tenant", "acme")}}})
 		st.handle(requestBody(toolCall))

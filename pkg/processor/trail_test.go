@@ -1,7 +1,6 @@
 package processor
 
 import (
-	"context"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -25,7 +24,7 @@ func TestServerSpanNamedAfterFirstMessage(t *testing.T) {
 			opts.Audit = discardAuditor{}
 		}
 		set := &config.Extproc{MCPPaths: []string{"/mcp"}, MaxBodyBytes: 1 << 20}
-		st := newStream(context.Background(), &Snapshot{Settings: set, Hooks: &fakeHooks{preOnly: true}}, nil, opts, newCanned(), nil)
+		st := streamOf(&Snapshot{Settings: set, Hooks: &fakeHooks{preOnly: true}}, opts)
 		st.handle(requestHeaders("POST", "/mcp", false))
 		st.handle(requestBody(`[{"jsonrpc":"2.0","method":"notifications/initialized"},` +
 			`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{}}},` +
