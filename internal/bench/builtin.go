@@ -48,6 +48,12 @@ const (
 `
 )
 
+// builtinSidecarYAML is the sidecar config of table 13 with the plugins
+// entries pluginsYAML.
+func builtinSidecarYAML(pluginsYAML string) string {
+	return "plugins:\n" + pluginsYAML + "plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n"
+}
+
 // builtinClient is a built-in plugin behind the plugin client, as the
 // sidecar wires it (internal/sidecar's inProcess): the hook the executor
 // calls, without the chain around it.
@@ -118,16 +124,14 @@ func (r *runner) builtinScenario(ctx context.Context) (err error) {
 		return err
 	}
 
-	sc, err := StartSidecar(ctx, "sidecar (3 built-ins)", "plugins:\n"+builtinPluginsYAML+
-		"plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n")
+	sc, err := StartSidecar(ctx, "sidecar (3 built-ins)", builtinSidecarYAML(builtinPluginsYAML))
 	if err != nil {
 		return err
 	}
 	cl.add(sc)
 	// The same messages, no plugin run: one built-in whose condition no
 	// call matches still makes the sidecar read the request body.
-	idle, err := StartSidecar(ctx, "sidecar (no plugin runs)", "plugins:\n"+idlePluginYAML+
-		"plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n")
+	idle, err := StartSidecar(ctx, "sidecar (no plugin runs)", builtinSidecarYAML(idlePluginYAML))
 	if err != nil {
 		return err
 	}

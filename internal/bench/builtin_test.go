@@ -152,8 +152,7 @@ func BenchmarkBuiltinCallInMemory(b *testing.B) {
 //	go test -run '^$' -bench BuiltinCallGRPC -benchmem ./internal/bench
 func BenchmarkBuiltinCallGRPC(b *testing.B) {
 	benchBuiltinCall(b, func(b *testing.B, name, yaml string) *Endpoint {
-		sc, err := StartSidecar(context.Background(), name, "plugins:\n"+yaml+
-			"plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n")
+		sc, err := StartSidecar(context.Background(), name, builtinSidecarYAML(yaml))
 		if err != nil {
 			b.Fatal(err)
 		}
