@@ -8,7 +8,6 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
 	"github.com/mcp-extproc/mcp-extproc/pkg/identity"
 	"github.com/mcp-extproc/mcp-extproc/pkg/rules"
 	"github.com/mcp-extproc/mcp-extproc/pkg/structwire"
@@ -42,7 +41,7 @@ type callerState struct {
 // or refuse the request: the reply is returned then.
 func (x *exchange) identify(h *extprocv3.HttpHeaders, envoy *envoyContext) *extprocv3.ProcessingResponse {
 	atHeaders := x.hooked.atHeaders
-	if atHeaders || x.snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) {
+	if atHeaders || x.hooked.permission {
 		x.http.client = envoy.client() // client_host and client_port of their payloads
 	}
 	if atHeaders {

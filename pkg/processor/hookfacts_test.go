@@ -19,28 +19,28 @@ func (h *changingHooks) Version() uint64                 { return h.version }
 
 func TestHookFactsOf(t *testing.T) {
 	for _, tc := range []struct {
-		hooks                             []cpex.HookType
-		atHeaders, atBody, post, listHook bool
+		hooks []cpex.HookType
+		want  hookFacts // its facts but snap and version
 	}{
 		{hooks: nil},
-		{hooks: []cpex.HookType{cpex.ToolPreInvoke}, atBody: true},
-		{hooks: []cpex.HookType{cpex.ToolPostInvoke}, atBody: true, post: true},
-		{hooks: []cpex.HookType{cpex.ResourcePostFetch}, atBody: true, post: true},
-		{hooks: []cpex.HookType{cpex.HTTPAuthCheckPermission}, atBody: true},
-		{hooks: []cpex.HookType{cpex.TokenDelegate}, atBody: true},
-		{hooks: []cpex.HookType{cpex.HTTPPreRequest}, atHeaders: true},
-		{hooks: []cpex.HookType{cpex.HTTPPostRequest}, atHeaders: true},
-		{hooks: []cpex.HookType{cpex.IdentityResolve}, atHeaders: true},
-		{hooks: []cpex.HookType{cpex.ToolsPostList}, atBody: true, post: true, listHook: true},
+		{[]cpex.HookType{cpex.ToolPreInvoke}, hookFacts{atBody: true}},
+		{[]cpex.HookType{cpex.ToolPostInvoke}, hookFacts{atBody: true, post: true}},
+		{[]cpex.HookType{cpex.ResourcePostFetch}, hookFacts{atBody: true, post: true}},
+		{[]cpex.HookType{cpex.HTTPAuthCheckPermission}, hookFacts{atBody: true, permission: true}},
+		{[]cpex.HookType{cpex.TokenDelegate}, hookFacts{atBody: true, delegate: true}},
+		{[]cpex.HookType{cpex.HTTPPreRequest}, hookFacts{atHeaders: true}},
+		{[]cpex.HookType{cpex.HTTPPostRequest}, hookFacts{atHeaders: true}},
+		{[]cpex.HookType{cpex.IdentityResolve}, hookFacts{atHeaders: true}},
+		{[]cpex.HookType{cpex.ToolsPostList}, hookFacts{atBody: true, post: true, listHook: true}},
 	} {
 		h := &changingHooks{has: map[cpex.HookType]bool{}}
 		for _, hook := range tc.hooks {
 			h.has[hook] = true
 		}
-		f := hookFactsOf(&Snapshot{Hooks: h})
-		if f.atHeaders != tc.atHeaders || f.atBody != tc.atBody || f.post != tc.post || f.listHook != tc.listHook {
-			t.Errorf("%v: atHeaders %v atBody %v post %v listHook %v, want %v %v %v %v", tc.hooks,
-				f.atHeaders, f.atBody, f.post, f.listHook, tc.atHeaders, tc.atBody, tc.post, tc.listHook)
+		got := *hookFactsOf(&Snapshot{Hooks: h})
+		got.snap, got.version = nil, 0
+		if got != tc.want {
+			t.Errorf("%v: %+v, want %+v", tc.hooks, got, tc.want)
 		}
 	}
 }

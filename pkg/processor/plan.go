@@ -252,13 +252,11 @@ func postApplies(hooks Hooks, r *hookfamily.Route) bool {
 // read for http_auth_check_permission or token_delegate.
 func (pl planner) checksPermission(method string) bool {
 	x := pl.x
-	hooks := x.snap.Hooks
 	op, ok := hookfamily.Operation(method)
 	if !ok {
 		return false
 	}
-	return (op.Delegated && hooks.Applies(cpex.TokenDelegate)) ||
-		(op.Permission != "" && hooks.Applies(cpex.HTTPAuthCheckPermission))
+	return (op.Delegated && x.hooked.delegate) || (op.Permission != "" && x.hooked.permission)
 }
 
 // listHookNeeds reports whether a list hook may apply to the answer of a

@@ -113,7 +113,7 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 			return r, true
 		}
 	}
-	if snap.Hooks.Applies(cpex.HTTPAuthCheckPermission) {
+	if x.hooked.permission {
 		if r, refused := b.checkPermission(i, m); refused && !b.shadowed(m, &r) {
 			return r, true
 		}
@@ -121,7 +121,7 @@ func (b *bodyInspection) checkMessage(i int, m *mcpmsg.Message) (refusal, bool) 
 	if r, refused := b.preHook(i, m); refused && !b.shadowed(m, &r) {
 		return r, true
 	}
-	if snap.Hooks.Applies(cpex.TokenDelegate) {
+	if x.hooked.delegate {
 		if r, refused := b.delegate(i, m); refused && !b.shadowed(m, &r) {
 			return r, true
 		}

@@ -79,12 +79,16 @@ type hookFacts struct {
 	post bool
 	// listHook: a plugin has a list hook.
 	listHook bool
+	// permission, delegate: a plugin has http_auth_check_permission,
+	// token_delegate (asked per message).
+	permission, delegate bool
 }
 
 // hookFactsOf asks snap's Hooks the questions of hookFacts.
 func hookFactsOf(snap *Snapshot) *hookFacts {
 	hooks := snap.Hooks
-	f := &hookFacts{snap: snap, version: hooks.Version()}
+	f := &hookFacts{snap: snap, version: hooks.Version(),
+		permission: hooks.Applies(cpex.HTTPAuthCheckPermission), delegate: hooks.Applies(cpex.TokenDelegate)}
 	for hook, when := range cpex.Dispatched() {
 		if !hooks.Applies(hook) {
 			continue
