@@ -45,7 +45,7 @@ func BenchmarkBuiltinLayers(b *testing.B) {
 	}
 	// As the sidecar's plugin set does, the executor is told the plugin
 	// cannot block.
-	e := executor.New(&nonBlockingPool{pool, conn.NonBlocking()}, executor.Options{})
+	e := executor.New(&namedNonBlockingPool{pool, map[string]executor.LocalPlugin{"Deny": conn}}, executor.Options{})
 	defer e.Close(ctx)
 	payload, pctx := toolPrePayload(), pluginContext()
 	b.Run("conn", func(b *testing.B) {
@@ -76,15 +76,6 @@ func BenchmarkBuiltinLayers(b *testing.B) {
 	})
 }
 
-// nonBlockingPool is a pool of one in-process plugin that says whether it
-// can block, as the sidecar's plugin set says it (executor.NonBlocking).
-type nonBlockingPool struct {
-	*pluginclient.Pool
-	nonBlocking bool
-}
-
-func (p *nonBlockingPool) NonBlocking(string) bool { return p.nonBlocking }
-
 // builtinProcessor is the sidecar's request path for a config of built-in
 // plugins only, wired as internal/sidecar wires it (inProcess, the plugin
 // set's NonBlocking), without gRPC: table 13's tool call, in memory.
@@ -96,13 +87,15 @@ func builtinProcessor(b *testing.B, pluginsYAML string) *processor.Server {
 	}
 	ctx := context.Background()
 	var clients []*pluginclient.Client
-	nb := map[string]bool{}
+	nb := map[string]executor.LocalPlugin{}
 	for _, p := range cfg.Plugins {
 		conn, err := builtin.Open(p.Name, p.Kind, p.Config)
 		if err != nil {
 			b.Fatal(err)
 		}
-		nb[p.Name] = conn.NonBlocking()
+		if conn.NonBlocking() {
+			nb[p.Name] = conn
+		}
 		c, err := pluginclient.New(p, cfg.PluginSettings, pluginclient.Options{
 			Dialer: func(context.Context) (pluginclient.Conn, error) { return conn, nil }, Slots: 1, HealthCheckInterval: -1})
 		if err != nil {
@@ -131,10 +124,10 @@ func builtinProcessor(b *testing.B, pluginsYAML string) *processor.Server {
 
 type namedNonBlockingPool struct {
 	*pluginclient.Pool
-	nb map[string]bool
+	nb map[string]executor.LocalPlugin
 }
 
-func (p *namedNonBlockingPool) NonBlocking(plugin string) bool { return p.nb[plugin] }
+func (p *namedNonBlockingPool) NonBlocking(plugin string) executor.LocalPlugin { return p.nb[plugin] }
 
 // BenchmarkBuiltinCallInMemory is table 13's tool call without gRPC: the
 // echo tools/call through the processor with the three built-ins, and
@@ -181,4 +174,43 @@ func benchBuiltinCall(b *testing.B, serve func(b *testing.B, name, pluginsYAML s
 			}
 		})
 	}
+}
+
+// BenchmarkBuiltinCallPaired times table 13's checked pair, the three
+// built-ins and the idle one, one exchange each in turn, and reports the
+// ratio of their p50s: drift of a shared machine then falls on both alike,
+// where the harness's rounds (one target after the other) see it as a
+// difference.
+//
+//	go test -run '^$' -bench BuiltinCallPaired ./internal/bench
+func BenchmarkBuiltinCallPaired(b *testing.B) {
+	ctx := context.Background()
+	p, ok, err := preparedToolsCall()
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &Driver{}
+	var ops [2]Op
+	for i, yaml := range []string{builtinPluginsYAML, idlePluginYAML} {
+		sc, err := StartSidecar(ctx, "paired", builtinSidecarYAML(yaml))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = sc.Close() })
+		ops[i] = exchangeOp(d, sc, p, ok)
+	}
+	var took [2][]time.Duration
+	for b.Loop() {
+		for i, op := range ops {
+			t, err := op(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			took[i] = append(took[i], t.Total)
+		}
+	}
+	three, idle := percentile(took[0], 0.5), percentile(took[1], 0.5)
+	b.ReportMetric(float64(three.Nanoseconds()), "three-p50-ns")
+	b.ReportMetric(float64(idle.Nanoseconds()), "idle-p50-ns")
+	b.ReportMetric(float64(three)/float64(idle), "ratio")
 }

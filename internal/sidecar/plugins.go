@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/config"
+	"github.com/mcp-extproc/mcp-extproc/pkg/executor"
 	"github.com/mcp-extproc/mcp-extproc/pkg/metrics"
 	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 )
@@ -26,8 +27,8 @@ type pluginSet struct {
 	local    map[string]config.Plugin // the local config each client was built from
 	settings config.PluginSettings
 	sessions int // extproc.plugin_sessions the clients were built with
-	// nonBlocking: the built-ins that cannot block (builtin.go).
-	nonBlocking map[string]bool
+	// nonBlocking: the built-ins that cannot block, by name (builtin.go).
+	nonBlocking map[string]executor.LocalPlugin
 }
 
 // buildPluginSet makes the set for cfg, reusing the clients of prev whose
@@ -35,22 +36,26 @@ type pluginSet struct {
 // it created (to Start) and the clients of prev no longer used (to Close).
 func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *metrics.Metrics) (set *pluginSet, created, removed []*pluginclient.Client, err error) {
 	set = &pluginSet{clients: make([]*pluginclient.Client, 0, len(cfg.Plugins)), local: map[string]config.Plugin{},
-		settings: cfg.PluginSettings, sessions: cfg.Extproc.PluginSessions, nonBlocking: map[string]bool{}}
+		settings: cfg.PluginSettings, sessions: cfg.Extproc.PluginSessions, nonBlocking: map[string]executor.LocalPlugin{}}
 	for _, p := range cfg.Plugins {
 		c, reused := prev.reusable(p, set)
 		if reused {
-			set.nonBlocking[p.Name] = prev.nonBlocking[p.Name]
+			if l := prev.nonBlocking[p.Name]; l != nil {
+				set.nonBlocking[p.Name] = l
+			}
 		} else {
 			opts := pluginclient.Options{Logger: log, Observer: m, Slots: set.sessions}
-			var nonBlocking bool
-			if nonBlocking, err = inProcess(p, &opts); err == nil { // builtin.go
+			var local executor.LocalPlugin
+			if local, err = inProcess(p, &opts); err == nil { // builtin.go
 				c, err = pluginclient.New(p, cfg.PluginSettings, opts)
 			}
 			if err != nil {
 				closeClients(context.Background(), created)
 				return nil, nil, nil, err
 			}
-			set.nonBlocking[p.Name] = nonBlocking
+			if local != nil {
+				set.nonBlocking[p.Name] = local
+			}
 			created = append(created, c)
 		}
 		set.clients, set.local[p.Name] = append(set.clients, c), p

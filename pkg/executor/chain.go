@@ -98,7 +98,7 @@ func (r *run) runSerial(ctx context.Context, hp *hookPlan) {
 				continue
 			}
 			pctx := &r.view
-			if en.nonBlocking {
+			if en.local != nil {
 				r.rc.view(en.key, pctx)
 			} else {
 				pctx = r.rc.pluginContext(en.key)

@@ -66,17 +66,29 @@ func (c *clockDeadline) Done() <-chan struct{} { return c.arm().ctx.Done() }
 
 // Err implements context.Context: the parent's error, else
 // DeadlineExceeded once the deadline has passed.
-func (c *clockDeadline) Err() error {
+func (c *clockDeadline) Err() error { return c.errAt(time.Now()) }
+
+// errAt is Err with the clock read already: now.
+func (c *clockDeadline) errAt(now time.Time) error {
 	if a := c.armed.Load(); a != nil {
 		return a.ctx.Err()
 	}
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if time.Since(c.start) >= c.limit {
+	if now.Sub(c.start) >= c.limit {
 		return context.DeadlineExceeded
 	}
 	return nil
+}
+
+// errAt is ctx.Err at now, a clock reading the caller has anyway: a
+// clockDeadline then does not read the clock again.
+func errAt(ctx context.Context, now time.Time) error {
+	if c, ok := ctx.(*clockDeadline); ok {
+		return c.errAt(now)
+	}
+	return ctx.Err()
 }
 
 // Value implements context.Context. Once armed it answers from the armed

@@ -55,7 +55,9 @@
 // whose invocation only computes, as pkg/builtin's do) is not given a timer
 // of its own, since a timer cannot stop it: it returns when its work is
 // done, whatever its context says, and arming and stopping a timer was most
-// of what calling it cost. It is called with the hook's context (so the
+// of what calling it cost. It is called directly (its [LocalPlugin], not
+// through Plugins.Invoke, whose lookup by name and choice of a connection
+// an in-process plugin has no use for), with the hook's context (so the
 // hook deadline is checked before it starts, as for any plugin), and its
 // plugin_timeout is checked when it returns: a failure returned after
 // plugin_timeout is a timeout, as the timer would have made it; a result
@@ -70,7 +72,7 @@
 // for it (Done), so a plugin declared non-blocking wrongly is still cut at
 // the deadline. Which plugins cannot block is asked once per generation
 // of the plugin set; every plugin, blocking or not, still runs through the
-// same phases, conditions, on_error, Observer and plugin interface.
+// same phases, conditions, on_error, Observer and invoke_hook reply.
 package executor
 
 import (
@@ -102,16 +104,26 @@ type Plugins interface {
 	Effective() (gen uint64, plugins []config.Plugin)
 }
 
-// NonBlocking is implemented by Plugins that can tell which of their
-// plugins cannot block: in-process plugins whose invocation only computes
-// (the built-ins of pkg/builtin, except a rate limiter on Redis). The
-// executor asks once per generation of the plugin set, when it plans, and
-// runs those plugins without a timer of their own (see Timeouts). Plugins
+// NonBlocking is implemented by Plugins that run some plugins in this
+// process and can hand over those that cannot block: in-process plugins
+// whose invocation only computes (the built-ins of pkg/builtin, except a
+// rate limiter on Redis). The executor asks once per generation of the
+// plugin set, when it plans, and calls those plugins' [LocalPlugin]
+// directly on the run's goroutine: without Plugins.Invoke (a pool's lookup
+// by name and a client's choice of connection, which an in-process plugin
+// has no use for) and without a timer of their own (see Timeouts). Plugins
 // that do not implement it have none.
 type NonBlocking interface {
-	// NonBlocking reports whether plugin cannot block: its Invoke returns
-	// without waiting on anything, on the caller's goroutine.
-	NonBlocking(plugin string) bool
+	// NonBlocking returns plugin itself if it cannot block (its
+	// InvokeHook returns without waiting on anything, on the caller's
+	// goroutine), and nil for every other plugin.
+	NonBlocking(plugin string) LocalPlugin
+}
+
+// LocalPlugin is a plugin that runs in this process (pkg/builtin's Conn):
+// InvokeHook is Plugins.Invoke for that one plugin.
+type LocalPlugin interface {
+	InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error)
 }
 
 // Observer receives one call per plugin invocation, e.g. for metrics. It
@@ -172,10 +184,11 @@ type Executor struct {
 	log           zerolog.Logger
 	pluginTimeout time.Duration
 	hookTimeout   time.Duration
-	nonBlocking   func(plugin string) bool // from Plugins, if it is a NonBlocking
+	nonBlocking   func(plugin string) LocalPlugin // from Plugins, if it is a NonBlocking
 
 	snap     atomic.Pointer[snapshot]
 	disabled atomic.Pointer[map[string]bool] // copy on write, under mu
+	runs     sync.Pool                       // of *run: a run's state is half a KiB, zeroed for each Run anyway
 
 	bgCtx    context.Context // parent of fire_and_forget invocations
 	bgCancel context.CancelFunc
@@ -314,7 +327,14 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 	if rc == nil {
 		rc = NewRequestContext(cpex.GlobalContext{})
 	}
-	r := &run{
+	r, _ := e.runs.Get().(*run)
+	if r == nil {
+		r = new(run)
+	}
+	defer e.runs.Put(r)
+	// Every field is set: the run may have served an earlier Run. Nothing
+	// keeps r once Run returns (fire_and_forget work gets copies).
+	*r = run{
 		e:      e,
 		hook:   hook,
 		rc:     rc,
@@ -412,21 +432,25 @@ type reply struct {
 // invoke calls one plugin under the per-plugin timeout. It touches no
 // per-request state, so it may run on any goroutine.
 func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext, secrets []string) reply {
-	if err := ctx.Err(); err != nil {
+	start := time.Now()
+	if err := errAt(ctx, start); err != nil {
 		cause := err
 		if errors.Is(err, context.DeadlineExceeded) {
 			cause = fmt.Errorf("%w: %w", ErrHookDeadline, err)
 		}
 		return reply{err: &PluginError{Plugin: en.name, Hook: hook, Cause: cause, Timeout: errors.Is(err, context.DeadlineExceeded)}}
 	}
-	start := time.Now()
 	cctx := ctx
-	if !en.nonBlocking { // a timer could not stop the others: see Timeouts
+	var rep *cpex.InvokeHookReply
+	var err error
+	if en.local != nil { // a timer could not stop it: see Timeouts
+		rep, err = en.local.InvokeHook(ctx, hook, en.name, payload, pctx)
+	} else {
 		var cancel context.CancelFunc
 		cctx, cancel = context.WithTimeout(ctx, e.pluginTimeout)
 		defer cancel()
+		rep, err = e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
 	}
-	rep, err := e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
 	r := reply{dur: time.Since(start)}
 	pe := replyError(rep, err, err != nil && e.opts.IsDown != nil && e.opts.IsDown(err))
 	if pe == nil {
@@ -439,7 +463,7 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 	case err != nil && errors.Is(cctx.Err(), context.DeadlineExceeded):
 		pe.Timeout = true
 		pe.Cause = fmt.Errorf("%w (%w)", err, context.DeadlineExceeded)
-	case en.nonBlocking && r.dur >= e.pluginTimeout:
+	case en.local != nil && r.dur >= e.pluginTimeout:
 		// The failure a per-plugin timer would have turned into one.
 		pe.Timeout = true
 		pe.Cause = fmt.Errorf("%w (after %v: %w)", pe.Cause, r.dur, context.DeadlineExceeded)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,9 +19,36 @@ import (
 type nonBlockingFake struct {
 	*fake
 	nb map[string]bool
+
+	mu      sync.Mutex
+	viaPool []string // the plugins called through Invoke
+	direct  []string // the plugins called as LocalPlugin
 }
 
-func (f *nonBlockingFake) NonBlocking(plugin string) bool { return f.nb[plugin] }
+func (f *nonBlockingFake) NonBlocking(plugin string) LocalPlugin {
+	if !f.nb[plugin] {
+		return nil
+	}
+	return fakeLocal{f}
+}
+
+func (f *nonBlockingFake) Invoke(ctx context.Context, plugin string, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	f.mu.Lock()
+	f.viaPool = append(f.viaPool, plugin)
+	f.mu.Unlock()
+	return f.fake.Invoke(ctx, plugin, hook, payload, pctx)
+}
+
+// fakeLocal is a plugin of the fake called directly, as the executor calls
+// one that cannot block.
+type fakeLocal struct{ f *nonBlockingFake }
+
+func (l fakeLocal) InvokeHook(ctx context.Context, hook cpex.HookType, plugin string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
+	l.f.mu.Lock()
+	l.f.direct = append(l.f.direct, plugin)
+	l.f.mu.Unlock()
+	return l.f.fake.Invoke(ctx, plugin, hook, payload, pctx)
+}
 
 func newNonBlockingExec(t *testing.T, f *fake, nb []string, opts Options) *Executor {
 	t.Helper()
@@ -28,7 +56,7 @@ func newNonBlockingExec(t *testing.T, f *fake, nb []string, opts Options) *Execu
 	for _, n := range nb {
 		set[n] = true
 	}
-	e := New(&nonBlockingFake{f, set}, opts)
+	e := New(&nonBlockingFake{fake: f, nb: set}, opts)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -37,6 +65,26 @@ func newNonBlockingExec(t *testing.T, f *fake, nb []string, opts Options) *Execu
 		}
 	})
 	return e
+}
+
+// A plugin that cannot block is called directly, as the LocalPlugin its
+// Plugins hand over, every other one through Plugins.Invoke.
+func TestNonBlockingCalledDirectly(t *testing.T) {
+	f := newFake(plug("inline", config.ModeSequential, 1), plug("remote", config.ModeSequential, 2))
+	nb := &nonBlockingFake{fake: f, nb: map[string]bool{"inline": true}}
+	e := New(nb, Options{})
+	defer e.Close(context.Background())
+	for range 2 {
+		if out := e.Run(context.Background(), cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{}); out.Err != nil {
+			t.Fatal(out.Err)
+		}
+	}
+	if diff := cmp.Diff([]string{"inline", "inline"}, nb.direct); diff != "" {
+		t.Errorf("called directly: %s", diff)
+	}
+	if diff := cmp.Diff([]string{"remote", "remote"}, nb.viaPool); diff != "" {
+		t.Errorf("called through Plugins.Invoke: %s", diff)
+	}
 }
 
 // A plugin that cannot block is called with the hook's deadline, not one
@@ -211,5 +259,31 @@ func TestNonBlockingHookClockDeadline(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"slow:timeout", "next:timeout"}, obs2.outcomes()); diff != "" {
 		t.Errorf("outcomes: %s", diff)
+	}
+}
+
+// A run's state is reused from one Run to the next: nothing of a run that
+// blocked or modified reaches the next one.
+func TestRunStateNotCarried(t *testing.T) {
+	f := newFake(plug("inline", config.ModeSequential, 1))
+	e := newNonBlockingExec(t, f, []string{"inline"}, Options{})
+	ctx := context.Background()
+	for i, tc := range []struct {
+		h                 handler
+		blocked, modified bool
+	}{
+		{blockH("NO"), true, false},
+		{okH(), false, false},
+		{modifyH(toolPreA), false, true},
+		{okH(), false, false},
+	} {
+		f.set("inline", tc.h)
+		out := e.Run(ctx, cpex.ToolPreInvoke, json.RawMessage(toolPre), nil, Target{})
+		if got := out.Violation != nil; got != tc.blocked {
+			t.Errorf("run %d: blocked %v, want %v", i, got, tc.blocked)
+		}
+		if out.Modified != tc.modified {
+			t.Errorf("run %d: modified %v, want %v", i, out.Modified, tc.modified)
+		}
 	}
 }

@@ -32,10 +32,10 @@ type entry struct {
 	onError    config.OnError
 	priority   int
 	conditions []config.Condition
-	// nonBlocking: the plugin runs in this process and cannot block
-	// ([NonBlocking]); it gets no timer of its own and a view of the
-	// request context instead of a copy.
-	nonBlocking bool
+	// local, when set, is the plugin itself: it runs in this process and
+	// cannot block ([NonBlocking]). It is called directly, gets no timer
+	// of its own and a view of the request context instead of a copy.
+	local LocalPlugin
 }
 
 // hookPlan is the plugins of one hook, by phase, each phase in ascending
@@ -54,8 +54,8 @@ type snapshot struct {
 }
 
 // buildSnapshot plans every hook for a generation of the merged configs.
-// nonBlocking, if not nil, tells the plugins that cannot block.
-func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings, nonBlocking func(string) bool) *snapshot {
+// nonBlocking, if not nil, hands over the plugins that cannot block.
+func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings, nonBlocking func(string) LocalPlugin) *snapshot {
 	s := &snapshot{gen: gen, hooks: map[cpex.HookType]*hookPlan{}}
 	for i := range plugins {
 		p := &plugins[i]
@@ -72,7 +72,9 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 			priority:   p.EffectivePriority(),
 			conditions: slices.Clone(p.Conditions),
 		}
-		e.nonBlocking = nonBlocking != nil && nonBlocking(p.Name)
+		if nonBlocking != nil {
+			e.local = nonBlocking(p.Name)
+		}
 		for j, h := range p.Hooks {
 			if slices.Contains(p.Hooks[:j], h) {
 				continue // listed twice: run once
@@ -90,7 +92,7 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 		for i, ph := range hp.phases {
 			slices.SortStableFunc(ph, func(a, b *entry) int { return a.priority - b.priority })
 			if i != phaseFireAndForget { // they run after the hook, on their own context
-				hp.nonBlocking = hp.nonBlocking && !slices.ContainsFunc(ph, func(e *entry) bool { return !e.nonBlocking })
+				hp.nonBlocking = hp.nonBlocking && !slices.ContainsFunc(ph, func(e *entry) bool { return e.local == nil })
 			}
 		}
 	}

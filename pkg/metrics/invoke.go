@@ -1,7 +1,9 @@
 package metrics
 
 import (
+	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -14,32 +16,53 @@ import (
 // vectors once per plugin, hook and outcome: a lookup by label values
 // hashes them and takes the vector's lock, which cost more than the count
 // itself on the path of every plugin invocation (a third of an in-process
-// built-in's).
+// built-in's). An invocation reads them without a lock: one map lookup by
+// plugin and hook in a map replaced, never modified, when a series is
+// added or a plugin forgotten (a read lock's count is a write every core
+// contends for, on the path of every plugin call).
 type invokeSeries struct {
-	mu        sync.RWMutex
-	counts    map[invokeKey]prometheus.Counter
-	durations map[invokeKey]prometheus.Observer // by plugin and hook (v unset)
+	mu     sync.Mutex // serializes the writers of byHook
+	byHook atomic.Pointer[map[hookKey]*hookSeries]
 }
 
-type invokeKey struct {
+type hookKey struct {
 	plugin string
 	hook   cpex.HookType
-	v      executor.Verdict
 }
+
+// hookSeries is the series of one plugin on one hook, each looked up in
+// its vector on first use (so that no outcome that never happened shows
+// as a zero series).
+type hookSeries struct {
+	counts   [maxVerdicts]atomic.Pointer[counter]
+	duration atomic.Pointer[observer]
+}
+
+// maxVerdicts bounds executor.Verdict values; a larger one is looked up
+// in the vector each time.
+const maxVerdicts = 16
+
+type counter struct{ prometheus.Counter }
+type observer struct{ prometheus.Observer }
 
 // observe counts one invocation into the vectors of m.
 func (s *invokeSeries) observe(m *Metrics, plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
-	k, dk := invokeKey{plugin, hook, v}, invokeKey{plugin: plugin, hook: hook}
 	reached := v.Reached()
-	s.mu.RLock()
-	c := s.counts[k]
-	var o prometheus.Observer
-	if reached {
-		o = s.durations[dk]
+	var hs *hookSeries
+	if cur := s.byHook.Load(); cur != nil {
+		hs = (*cur)[hookKey{plugin, hook}]
 	}
-	s.mu.RUnlock()
+	if hs == nil || v < 0 || v >= maxVerdicts {
+		s.slow(m, plugin, hook, v, reached, d)
+		return
+	}
+	c, o := hs.counts[v].Load(), (*observer)(nil)
+	if reached {
+		o = hs.duration.Load()
+	}
 	if c == nil || (reached && o == nil) {
-		c, o = s.add(m, k, dk, reached)
+		s.slow(m, plugin, hook, v, reached, d)
+		return
 	}
 	c.Inc()
 	if reached {
@@ -47,44 +70,60 @@ func (s *invokeSeries) observe(m *Metrics, plugin string, hook cpex.HookType, v 
 	}
 }
 
-// add looks up the series of k (and of dk when reached) in the vectors and
-// keeps them.
-func (s *invokeSeries) add(m *Metrics, k, dk invokeKey, reached bool) (prometheus.Counter, prometheus.Observer) {
+// slow counts one invocation whose series are not kept yet: it looks
+// them up in the vectors and keeps them.
+func (s *invokeSeries) slow(m *Metrics, plugin string, hook cpex.HookType, v executor.Verdict, reached bool, d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.counts == nil {
-		s.counts, s.durations = map[invokeKey]prometheus.Counter{}, map[invokeKey]prometheus.Observer{}
+	k := hookKey{plugin, hook}
+	var hs *hookSeries
+	cur := s.byHook.Load()
+	if cur != nil {
+		hs = (*cur)[k]
 	}
-	c := s.counts[k]
-	if c == nil {
-		c = m.invocations.WithLabelValues(k.plugin, string(k.hook), k.v.String())
-		s.counts[k] = c
-	}
-	var o prometheus.Observer
-	if reached {
-		if o = s.durations[dk]; o == nil {
-			o = m.invokeDuration.WithLabelValues(dk.plugin, string(dk.hook))
-			s.durations[dk] = o
+	if hs == nil {
+		hs = &hookSeries{}
+		next := make(map[hookKey]*hookSeries, 1)
+		if cur != nil {
+			next = maps.Clone(*cur)
 		}
+		next[k] = hs
+		s.byHook.Store(&next)
 	}
-	return c, o
+	var c prometheus.Counter
+	if v >= 0 && v < maxVerdicts {
+		if p := hs.counts[v].Load(); p != nil {
+			c = p.Counter
+		} else {
+			c = m.invocations.WithLabelValues(plugin, string(hook), v.String())
+			hs.counts[v].Store(&counter{c})
+		}
+	} else {
+		c = m.invocations.WithLabelValues(plugin, string(hook), v.String())
+	}
+	c.Inc()
+	if !reached {
+		return
+	}
+	o := hs.duration.Load()
+	if o == nil {
+		o = &observer{m.invokeDuration.WithLabelValues(plugin, string(hook))}
+		hs.duration.Store(o)
+	}
+	o.Observe(d.Seconds())
 }
 
 // forget drops plugin's series, and runs del (which deletes them from the
-// vectors) under the same lock, so that no invocation caches a series
-// that del then deletes.
+// vectors) under the same lock, so that no invocation keeps a series that
+// del then deletes: one that loaded the series before counts into the
+// deleted one once, as it would have counted just before the deletion.
 func (s *invokeSeries) forget(plugin string, del func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k := range s.counts {
-		if k.plugin == plugin {
-			delete(s.counts, k)
-		}
-	}
-	for k := range s.durations {
-		if k.plugin == plugin {
-			delete(s.durations, k)
-		}
+	if cur := s.byHook.Load(); cur != nil {
+		next := maps.Clone(*cur)
+		maps.DeleteFunc(next, func(k hookKey, _ *hookSeries) bool { return k.plugin == plugin })
+		s.byHook.Store(&next)
 	}
 	del()
 }

@@ -66,3 +66,26 @@ func TestInvocationSeriesKept(t *testing.T) {
 		t.Errorf("durations observed %d after the plugin came back, want 1", n)
 	}
 }
+
+// An invocation whose series are kept allocates nothing.
+func TestOnInvokeKeptAllocatesNothing(t *testing.T) {
+	m := metrics.New(prometheus.NewRegistry())
+	m.OnInvoke("P", cpex.ToolPreInvoke, executor.Allowed, time.Millisecond)
+	if n := testing.AllocsPerRun(100, func() {
+		m.OnInvoke("P", cpex.ToolPreInvoke, executor.Allowed, time.Millisecond)
+	}); n != 0 {
+		t.Errorf("OnInvoke allocates %v times per call, want 0", n)
+	}
+}
+
+// BenchmarkOnInvoke is the count and duration of one plugin invocation, on
+// every core at once, as the built-ins' calls make it.
+func BenchmarkOnInvoke(b *testing.B) {
+	m := metrics.New(prometheus.NewRegistry())
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			m.OnInvoke("P", cpex.ToolPreInvoke, executor.Allowed, time.Microsecond)
+		}
+	})
+}
