@@ -146,13 +146,13 @@ func (c *Conn) PluginConfig(_ context.Context, name string) (json.RawMessage, bo
 }
 
 // InvokeHook runs the plugin. A plugin failure is an error reply, as a
-// plugin server sends it; only a done ctx is an error. The reply of a
-// plugin that continues unchanged (a nil result) is one shared value:
-// replies are read, never modified.
+// plugin server sends it; only a failure while ctx is done is an error
+// (the context's). Whether ctx is done before the call is the caller's to
+// check (the executor does, before every plugin): a plugin that only
+// computes does not look at it. The reply of a plugin that continues
+// unchanged (a nil result) is one shared value: replies are read, never
+// modified.
 func (c *Conn) InvokeHook(ctx context.Context, hook cpex.HookType, _ string, payload json.RawMessage, pctx *cpex.PluginContext) (*cpex.InvokeHookReply, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
 	res, err := c.p.Invoke(ctx, hook, payload, pctx)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {

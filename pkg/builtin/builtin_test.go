@@ -3,6 +3,7 @@ package builtin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -76,8 +77,13 @@ func TestConn(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := c.InvokeHook(done, cpex.PromptPreFetch, "Deny", json.RawMessage(`{"prompt_id":"p"}`), nil); err == nil {
-		t.Error("a done context: no error")
+	// A done context is the caller's to check: the plugin's answer is
+	// kept, and only a failure becomes the context's error.
+	if reply, err := c.InvokeHook(done, cpex.PromptPreFetch, "Deny", json.RawMessage(`{"prompt_id":"p"}`), nil); err != nil || !reply.Result.Continue() {
+		t.Errorf("a done context, a plugin that continues: %+v, %v", reply, err)
+	}
+	if _, err := c.InvokeHook(done, cpex.PromptPreFetch, "Deny", json.RawMessage(`{"prompt_id":"p","args":["bad",`), nil); !errors.Is(err, context.Canceled) {
+		t.Errorf("a done context, a plugin that fails: %v, want context.Canceled", err)
 	}
 	if _, err := Open("X", "plugins.deny_filter.deny.DenyListPlugin", map[string]any{}); err == nil || !strings.Contains(err.Error(), "words") {
 		t.Errorf("Open with a bad config: %v", err)

@@ -19,6 +19,7 @@ import (
 // after it (Run's invocations have all ended by then).
 type clockDeadline struct {
 	parent   context.Context
+	done     <-chan struct{} // parent's: polled, where parent.Err walks the chain of contexts each time
 	deadline time.Time
 	start    time.Time     // with its monotonic reading: time.Since reads one clock, time.Now two
 	limit    time.Duration // deadline - start
@@ -40,7 +41,7 @@ func (c *clockDeadline) init(parent context.Context, timeout time.Duration) {
 	if pd, ok := parent.Deadline(); ok && pd.Before(d) {
 		d = pd
 	}
-	c.parent, c.deadline, c.start, c.limit = parent, d, now, d.Sub(now)
+	c.parent, c.done, c.deadline, c.start, c.limit = parent, parent.Done(), d, now, d.Sub(now)
 }
 
 // arm returns the real deadline context, making it on first use.
@@ -73,8 +74,10 @@ func (c *clockDeadline) errAt(now time.Time) error {
 	if a := c.armed.Load(); a != nil {
 		return a.ctx.Err()
 	}
-	if err := c.parent.Err(); err != nil {
-		return err
+	select {
+	case <-c.done:
+		return c.parent.Err()
+	default:
 	}
 	if now.Sub(c.start) >= c.limit {
 		return context.DeadlineExceeded
