@@ -56,12 +56,6 @@ type Config struct {
 	MinOps   int
 	// Warmup operations per target before the first round.
 	Warmup int
-	// Slices splits a round of [Compare]: the targets take turns, each
-	// running Duration/Slices (and MinOps/Slices operations) at a time,
-	// so that a machine slowing down for a second or two slows all of them
-	// within the round rather than the one running then. 0 or 1: each
-	// target runs its whole Duration at once.
-	Slices int
 }
 
 // Comparison holds the per-round stats of targets measured side by side.
@@ -139,33 +133,12 @@ func MetricThroughput(s Stats) float64 { return s.Throughput }
 
 // Compare measures ops side by side: after a warm-up, it runs each of them
 // sequentially (one operation at a time) for cfg.Duration in each of
-// cfg.Rounds rounds, rotating their order every round (and, with
-// cfg.Slices, taking turns within the round), so that drifts of a shared,
-// noisy machine hit all of them alike.
+// cfg.Rounds rounds, rotating their order every round, so that drifts of a
+// shared, noisy machine hit all of them alike.
 func Compare(ctx context.Context, cfg Config, ops ...Op) (*Comparison, error) {
-	if err := warmUp(ctx, cfg, ops); err != nil {
-		return nil, err
-	}
-	c := &Comparison{}
-	n := max(cfg.Slices, 1)
-	for r := range max(cfg.Rounds, 1) {
-		runs := make([]seqRun, len(ops))
-		settle()
-		for sl := range n {
-			for k := range ops {
-				t := (r + sl + k) % len(ops) // ABC, BCA, CAB, ...
-				if err := runs[t].add(ctx, ops[t], cfg.Duration/time.Duration(n), (cfg.MinOps+n-1)/n); err != nil {
-					return nil, fmt.Errorf("round %d, target %d: %w", r, t, err)
-				}
-			}
-		}
-		stats := make([]Stats, len(ops))
-		for t := range runs {
-			stats[t] = runs[t].stats()
-		}
-		c.Rounds = append(c.Rounds, stats)
-	}
-	return c, nil
+	return compare(ctx, cfg, ops, func(ctx context.Context, op Op) (Stats, error) {
+		return sequential(ctx, op, cfg.Duration, cfg.MinOps)
+	})
 }
 
 // CompareLoad is [Compare] with workers concurrent operations per target.
@@ -176,8 +149,12 @@ func CompareLoad(ctx context.Context, cfg Config, workers int, ops ...Op) (*Comp
 }
 
 func compare(ctx context.Context, cfg Config, ops []Op, run func(context.Context, Op) (Stats, error)) (*Comparison, error) {
-	if err := warmUp(ctx, cfg, ops); err != nil {
-		return nil, err
+	for i, op := range ops {
+		for range cfg.Warmup {
+			if _, err := op(ctx); err != nil {
+				return nil, fmt.Errorf("warm-up of target %d: %w", i, err)
+			}
+		}
 	}
 	c := &Comparison{}
 	for r := range max(cfg.Rounds, 1) {
@@ -195,66 +172,32 @@ func compare(ctx context.Context, cfg Config, ops []Op, run func(context.Context
 	return c, nil
 }
 
-// warmUp runs each op cfg.Warmup times.
-func warmUp(ctx context.Context, cfg Config, ops []Op) error {
-	for i, op := range ops {
-		for range cfg.Warmup {
-			if _, err := op(ctx); err != nil {
-				return fmt.Errorf("warm-up of target %d: %w", i, err)
-			}
-		}
-	}
-	return nil
-}
-
 // sequential runs op one at a time for d and at least minOps times.
 func sequential(ctx context.Context, op Op, d time.Duration, minOps int) (Stats, error) {
 	settle()
-	var run seqRun
-	if err := run.add(ctx, op, d, minOps); err != nil {
-		return Stats{}, err
-	}
-	return run.stats(), nil
-}
-
-// seqRun gathers the timings of one target run sequentially, in one go or
-// in slices.
-type seqRun struct {
-	total, ttfb, plugins []time.Duration
-	elapsed              time.Duration
-	mallocs, bytes       uint64
-}
-
-// add runs op one at a time for d and at least minOps times.
-func (s *seqRun) add(ctx context.Context, op Op, d time.Duration, minOps int) error {
+	var total, ttfb, plugins []time.Duration
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
-	for n := 0; n < minOps || time.Since(start) < d; n++ {
+	for len(total) < minOps || time.Since(start) < d {
 		t, err := op(ctx)
 		if err != nil {
-			return err
+			return Stats{}, err
 		}
-		s.total = append(s.total, t.Total)
-		s.ttfb = append(s.ttfb, t.TTFB)
-		s.plugins = append(s.plugins, t.Plugins)
+		total = append(total, t.Total)
+		ttfb = append(ttfb, t.TTFB)
+		plugins = append(plugins, t.Plugins)
 	}
-	s.elapsed += time.Since(start)
+	elapsed := time.Since(start)
 	runtime.ReadMemStats(&m1)
-	s.mallocs += m1.Mallocs - m0.Mallocs
-	s.bytes += m1.TotalAlloc - m0.TotalAlloc
-	return nil
-}
-
-func (s *seqRun) stats() Stats {
-	n := float64(len(s.total))
+	n := float64(len(total))
 	return Stats{
-		Ops: len(s.total), P50: percentile(s.total, 0.50), P99: percentile(s.total, 0.99), TTFB50: percentile(s.ttfb, 0.50),
-		Plugins50:   percentile(s.plugins, 0.50),
-		Throughput:  n / s.elapsed.Seconds(),
-		AllocsPerOp: float64(s.mallocs) / n,
-		BytesPerOp:  float64(s.bytes) / n,
-	}
+		Ops: len(total), P50: percentile(total, 0.50), P99: percentile(total, 0.99), TTFB50: percentile(ttfb, 0.50),
+		Plugins50:   percentile(plugins, 0.50),
+		Throughput:  n / elapsed.Seconds(),
+		AllocsPerOp: float64(m1.Mallocs-m0.Mallocs) / n,
+		BytesPerOp:  float64(m1.TotalAlloc-m0.TotalAlloc) / n,
+	}, nil
 }
 
 // concurrent runs op in workers goroutines for d, sampling goroutines, RSS
