@@ -11,9 +11,7 @@ import (
 	filterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin"
-	"github.com/mcp-extproc/mcp-extproc/pkg/config"
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
-	"github.com/mcp-extproc/mcp-extproc/pkg/pluginclient"
 )
 
 // The targets of issue 32 for the built-in plugins.
@@ -54,25 +52,6 @@ func builtinSidecarYAML(pluginsYAML string) string {
 	return "plugins:\n" + pluginsYAML + "plugin_settings:\n  plugin_timeout: 5\nextproc:\n  mcp_paths: [\"/mcp\"]\n  hook_timeout: 6\n"
 }
 
-// builtinClient is a built-in plugin behind the plugin client, as the
-// sidecar wires it (internal/sidecar's inProcess): the hook the executor
-// calls, without the chain around it.
-func builtinClient(ctx context.Context, name, kind string, cfg map[string]any) (*pluginclient.Client, error) {
-	conn, err := builtin.Open(name, kind, cfg)
-	if err != nil {
-		return nil, err
-	}
-	c, err := pluginclient.New(config.Plugin{Name: name, Kind: kind, Config: cfg}, config.PluginSettings{}, pluginclient.Options{
-		Dialer: func(context.Context) (pluginclient.Conn, error) { return conn, nil }, Slots: 1,
-		HealthCheckInterval: -1,
-	})
-	if err != nil {
-		return nil, errors.Join(err, conn.Close())
-	}
-	c.Start(ctx)
-	return c, nil
-}
-
 // textArgs is a tool_pre_invoke payload whose one argument is n bytes of
 // prose holding no denied word, PII or secret.
 func textArgs(n int) json.RawMessage {
@@ -82,20 +61,22 @@ func textArgs(n int) json.RawMessage {
 	return b
 }
 
-// hookOp times one in-process invocation that must continue unchanged.
-func hookOp(c *pluginclient.Client, payload json.RawMessage) Op {
+// hookOp times one in-process invocation that must continue unchanged, as
+// the executor makes it when the plugin cannot block (internal/sidecar's
+// inProcess hands the Conn over as the executor's LocalPlugin).
+func hookOp(c *builtin.Conn, name string, payload json.RawMessage) Op {
 	pctx := pluginContext()
 	return func(ctx context.Context) (Timing, error) {
 		start := time.Now()
-		reply, err := c.Invoke(ctx, cpex.ToolPreInvoke, payload, pctx)
+		reply, err := c.InvokeHook(ctx, cpex.ToolPreInvoke, name, payload, pctx)
 		d := time.Since(start)
 		switch {
 		case err != nil:
 			return Timing{}, err
 		case reply.Error != nil:
-			return Timing{}, fmt.Errorf("%s: %s", c.Name(), reply.Error.Message)
+			return Timing{}, fmt.Errorf("%s: %s", name, reply.Error.Message)
 		case !reply.Result.Continue() || reply.Result.Modified():
-			return Timing{}, fmt.Errorf("%s did not continue unchanged", c.Name())
+			return Timing{}, fmt.Errorf("%s did not continue unchanged", name)
 		}
 		return Timing{TTFB: d, Total: d}, nil
 	}
@@ -108,18 +89,18 @@ func hookOp(c *pluginclient.Client, payload json.RawMessage) Op {
 func (r *runner) builtinScenario(ctx context.Context) (err error) {
 	var cl closers
 	defer func() { err = errors.Join(err, cl.close()) }()
-	deny, err := builtinClient(ctx, "Deny", "plugins.deny_filter.deny.DenyListPlugin",
+	deny, err := builtin.Open("Deny", "plugins.deny_filter.deny.DenyListPlugin",
 		map[string]any{"words": []any{"innovative", "groundbreaking", "revolutionary"}})
 	if err != nil {
 		return err
 	}
-	cl.add(closeFunc(func() error { return deny.Close(context.Background()) }))
-	pii, err := builtinClient(ctx, "PII", "plugins.pii_filter.pii_filter.PIIFilterPlugin", map[string]any{"default_mask_strategy": "partial"})
+	cl.add(deny)
+	pii, err := builtin.Open("PII", "plugins.pii_filter.pii_filter.PIIFilterPlugin", map[string]any{"default_mask_strategy": "partial"})
 	if err != nil {
 		return err
 	}
-	cl.add(closeFunc(func() error { return pii.Close(context.Background()) }))
-	hooks, err := Compare(ctx, r.seq, hookOp(deny, textArgs(builtinArgsDeny)), hookOp(pii, textArgs(builtinArgsPII)))
+	cl.add(pii)
+	hooks, err := Compare(ctx, r.seq, hookOp(deny, "Deny", textArgs(builtinArgsDeny)), hookOp(pii, "PII", textArgs(builtinArgsPII)))
 	if err != nil {
 		return err
 	}
@@ -177,7 +158,7 @@ func (r *runner) builtinScenario(ctx context.Context) (err error) {
 			row("the same vs the minimal server (reads the request body and the response headers, runs nothing)", 3),
 		},
 		Notes: []string{
-			"A hook is one pluginclient.Client.Invoke of a built-in plugin (the call the executor makes per plugin), arguments of prose that no plugin acts on. allocs/op count the whole process.",
+			"A hook is one invocation of a built-in plugin as the executor makes it (builtin.Conn.InvokeHook, called directly: a plugin that cannot block goes through no plugin client), arguments of prose that no plugin acts on. allocs/op count the whole process.",
 			"The tool call runs the three plugins in the sidecar's chain (sequential, tool_pre_invoke) on the echo call: request headers and body, 2 messages. \"No plugin run\" is a sidecar with one built-in whose condition matches no call: the same 2 messages, the chain and no plugin, so the ratio is what the three plugins add (the checked target). A sidecar with no plugin at all answers the request headers alone (1 message): that row is the cost of reading the body, not of the plugins.",
 		},
 	})
