@@ -27,7 +27,8 @@ type pluginSet struct {
 	local    map[string]config.Plugin // the local config each client was built from
 	settings config.PluginSettings
 	sessions int // extproc.plugin_sessions the clients were built with
-	// nonBlocking: the built-ins that cannot block, by name (builtin.go).
+	// nonBlocking: the built-ins that cannot block, by name; nil for
+	// every other plugin (builtin.go).
 	nonBlocking map[string]executor.LocalPlugin
 }
 
@@ -40,9 +41,7 @@ func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *
 	for _, p := range cfg.Plugins {
 		c, reused := prev.reusable(p, set)
 		if reused {
-			if l := prev.nonBlocking[p.Name]; l != nil {
-				set.nonBlocking[p.Name] = l
-			}
+			set.nonBlocking[p.Name] = prev.nonBlocking[p.Name]
 		} else {
 			opts := pluginclient.Options{Logger: log, Observer: m, Slots: set.sessions}
 			var local executor.LocalPlugin
@@ -53,9 +52,7 @@ func buildPluginSet(cfg *config.Config, prev *pluginSet, log zerolog.Logger, m *
 				closeClients(context.Background(), created)
 				return nil, nil, nil, err
 			}
-			if local != nil {
-				set.nonBlocking[p.Name] = local
-			}
+			set.nonBlocking[p.Name] = local
 			created = append(created, c)
 		}
 		set.clients, set.local[p.Name] = append(set.clients, c), p
