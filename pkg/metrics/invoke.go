@@ -38,8 +38,9 @@ type hookSeries struct {
 	duration atomic.Pointer[observer]
 }
 
-// maxVerdicts bounds executor.Verdict values; a larger one is looked up
-// in the vector each time.
+// maxVerdicts bounds the executor.Verdict values whose series are kept
+// (TestVerdictsFitKeptSeries holds every verdict below it); another one is
+// looked up in its vector each time.
 const maxVerdicts = 16
 
 type counter struct{ prometheus.Counter }
