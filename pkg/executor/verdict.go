@@ -27,10 +27,13 @@ const (
 	Invalid                             // an unusable reply (ErrInvalidReply) or modified payload (ErrInvalidPayload)
 	Dropped                             // a fire_and_forget invocation not started (closing, or too many in flight)
 	Skipped                             // the plugin's conditions do not match this message
-	numVerdicts
+
+	// NumVerdicts is the number of verdicts: every one above is below it,
+	// so it sizes an array indexed by Verdict.
+	NumVerdicts
 )
 
-var verdictLabels = [numVerdicts]string{
+var verdictLabels = [NumVerdicts]string{
 	Allowed:              "allow",
 	Modified:             "modify",
 	Blocked:              "block",
@@ -46,7 +49,7 @@ var verdictLabels = [numVerdicts]string{
 
 // String returns the verdict's metric label.
 func (v Verdict) String() string {
-	if v < 0 || v >= numVerdicts {
+	if v < 0 || v >= NumVerdicts {
 		return fmt.Sprintf("verdict(%d)", int(v))
 	}
 	return verdictLabels[v]

@@ -49,7 +49,7 @@ func TestReplyVerdict(t *testing.T) {
 // TestVerdictLabels: every verdict has a distinct, non-empty label.
 func TestVerdictLabels(t *testing.T) {
 	seen := map[string]Verdict{}
-	for v := Verdict(0); v < numVerdicts; v++ {
+	for v := Verdict(0); v < NumVerdicts; v++ {
 		l := v.String()
 		if prev, ok := seen[l]; ok || l == "" {
 			t.Errorf("verdict %d label %q (also verdict %d)", v, l, prev)

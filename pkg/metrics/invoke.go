@@ -34,26 +34,23 @@ type hookKey struct {
 // its vector on first use (so that no outcome that never happened shows
 // as a zero series).
 type hookSeries struct {
-	counts   [maxVerdicts]atomic.Pointer[counter]
+	counts   [executor.NumVerdicts]atomic.Pointer[counter]
 	duration atomic.Pointer[observer]
 }
-
-// maxVerdicts bounds the executor.Verdict values whose series are kept
-// (TestVerdictsFitKeptSeries holds every verdict below it); another one is
-// looked up in its vector each time.
-const maxVerdicts = 16
 
 type counter struct{ prometheus.Counter }
 type observer struct{ prometheus.Observer }
 
-// observe counts one invocation into the vectors of m.
+// observe counts one invocation into the vectors of m. A Verdict that is
+// none of the executor's (OnInvoke is exported) is counted under its
+// String, looked up each time.
 func (s *invokeSeries) observe(m *Metrics, plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
 	reached := v.Reached()
 	var hs *hookSeries
 	if cur := s.byHook.Load(); cur != nil {
 		hs = (*cur)[hookKey{plugin, hook}]
 	}
-	if hs == nil || v < 0 || v >= maxVerdicts {
+	if hs == nil || v < 0 || v >= executor.NumVerdicts {
 		s.slow(m, plugin, hook, v, reached, d)
 		return
 	}
@@ -92,7 +89,7 @@ func (s *invokeSeries) slow(m *Metrics, plugin string, hook cpex.HookType, v exe
 		s.byHook.Store(&next)
 	}
 	var c prometheus.Counter
-	if v >= 0 && v < maxVerdicts {
+	if v >= 0 && v < executor.NumVerdicts {
 		if p := hs.counts[v].Load(); p != nil {
 			c = p.Counter
 		} else {
