@@ -144,14 +144,18 @@ func BenchmarkBuiltinCallInMemory(b *testing.B) {
 //
 //	go test -run '^$' -bench BuiltinCallGRPC -benchmem ./internal/bench
 func BenchmarkBuiltinCallGRPC(b *testing.B) {
-	benchBuiltinCall(b, func(b *testing.B, name, yaml string) *Endpoint {
-		sc, err := StartSidecar(context.Background(), name, builtinSidecarYAML(yaml))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = sc.Close() })
-		return sc
-	})
+	benchBuiltinCall(b, builtinSidecar)
+}
+
+// builtinSidecar starts the sidecar of table 13 with the plugins entries
+// pluginsYAML, closed when b ends.
+func builtinSidecar(b *testing.B, name, pluginsYAML string) *Endpoint {
+	sc, err := StartSidecar(context.Background(), name, builtinSidecarYAML(pluginsYAML))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sc.Close() })
+	return sc
 }
 
 // benchBuiltinCall times the echo tools/call on the endpoint serve makes
@@ -192,12 +196,7 @@ func BenchmarkBuiltinCallPaired(b *testing.B) {
 	d := &Driver{}
 	var ops [2]Op
 	for i, yaml := range []string{builtinPluginsYAML, idlePluginYAML} {
-		sc, err := StartSidecar(ctx, "paired", builtinSidecarYAML(yaml))
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = sc.Close() })
-		ops[i] = exchangeOp(d, sc, p, ok)
+		ops[i] = exchangeOp(d, builtinSidecar(b, "paired", yaml), p, ok)
 	}
 	var took [2][]time.Duration
 	for b.Loop() {
