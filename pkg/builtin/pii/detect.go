@@ -323,14 +323,41 @@ func cardPrefix(d []byte) bool {
 // candidates returns every match of every pattern that can apply to s,
 // before the whitelist, the structural checks and overlap resolution.
 func (d *detector) candidates(s string, cl *classes, sc *scratch) []match {
-	cand := sc.matches[:0]
-	run := func(ri int, from, to int) {
+	cand, _ := d.pass(s, cl, sc, false)
+	return cand
+}
+
+// mayMatch reports whether any pattern can match in s: false only when
+// the pass that finds the candidates would run no pattern at all (no
+// digit cluster, no '@', no label, too few colons after a hex digit, no
+// custom pattern). It stops at the first pattern it would run and runs
+// none.
+func (d *detector) mayMatch(s string, cl *classes) bool {
+	_, would := d.pass(s, cl, nil, true)
+	return would
+}
+
+// pass is the one pass over s behind candidates and mayMatch: it runs the
+// patterns where they can apply, or with probe set reports at the first
+// one it would run (would) and returns. One pass for both keeps the
+// prefilter from ever drifting from what the patterns need.
+func (d *detector) pass(s string, cl *classes, sc *scratch, probe bool) (cand []match, would bool) {
+	var triggers []trigger
+	if !probe {
+		cand, triggers = sc.matches[:0], sc.triggers[:0]
+	}
+	// run runs rule ri on s[from:to]; it reports true when probing.
+	run := func(ri int, from, to int) bool {
+		if probe {
+			return true
+		}
 		for _, loc := range d.rules[ri].re.FindAllStringIndex(s[from:to], -1) {
 			cand = append(cand, match{start: from + loc[0], end: from + loc[1], rule: ri})
 		}
+		return false
 	}
 	n := len(s)
-	colons := 0
+	hexColons := 0 // colons after a hex digit: an IPv6 address has 7
 	// One pass: digit clusters, e-mail candidates, IBAN-sized words.
 	for i := 0; i < n; {
 		c := cl[s[i]]
@@ -344,7 +371,9 @@ func (d *detector) candidates(s string, cl *classes, sc *scratch) []match {
 			if digits && len(d.cluster) > 0 {
 				from, to := max(i-1, 0), min(j+1, n)
 				for _, ri := range d.cluster {
-					run(ri, from, to)
+					if run(ri, from, to) {
+						return nil, true
+					}
 				}
 			}
 			i = j
@@ -357,7 +386,9 @@ func (d *detector) candidates(s string, cl *classes, sc *scratch) []match {
 				for to < n && cl[s[to]]&clDomain != 0 {
 					to++
 				}
-				run(d.email, max(from-1, 0), min(to+1, n))
+				if run(d.email, max(from-1, 0), min(to+1, n)) {
+					return nil, true
+				}
 			}
 			i++
 		case c&clWord != 0:
@@ -366,27 +397,34 @@ func (d *detector) candidates(s string, cl *classes, sc *scratch) []match {
 				j++
 			}
 			if d.iban >= 0 && (j-i == 15 || j-i == 18) {
-				run(d.iban, max(i-1, 0), min(j+1, n))
+				if run(d.iban, max(i-1, 0), min(j+1, n)) {
+					return nil, true
+				}
 			}
 			if l := s[i] | 0x20; 'a' <= l && l <= 'z' {
 				for _, k := range d.byLetter[l-'a'] {
 					if j-i >= len(k.word) && strings.EqualFold(s[i:i+len(k.word)], k.word) {
-						sc.triggers = append(sc.triggers, trigger{at: i, rule: k.rule, n: len(k.word)})
+						if probe {
+							return nil, true
+						}
+						triggers = append(triggers, trigger{at: i, rule: k.rule, n: len(k.word)})
 					}
 				}
 			}
 			i = j
 		default:
-			if s[i] == ':' {
-				colons++
+			if s[i] == ':' && i > 0 && isHex(s[i-1]) {
+				hexColons++
 			}
 			i++
 		}
 	}
-	if d.ipv6 >= 0 && colons >= 7 {
-		run(d.ipv6, 0, n)
+	if d.ipv6 >= 0 && hexColons >= 7 {
+		if run(d.ipv6, 0, n) {
+			return nil, true
+		}
 	}
-	for _, tr := range sc.triggers {
+	for _, tr := range triggers {
 		// The label starts at most a few words before the keyword ("My
 		// BSN", "Date of Birth") and the value follows it closely.
 		from, to := max(tr.at-16, 0), min(tr.at+tr.n+96, n)
@@ -398,10 +436,17 @@ func (d *detector) candidates(s string, cl *classes, sc *scratch) []match {
 		}
 		run(tr.rule, from, to)
 	}
-	sc.triggers = sc.triggers[:0]
 	for _, ri := range d.whole {
-		run(ri, 0, n)
+		if run(ri, 0, n) {
+			return nil, true
+		}
 	}
-	sc.matches = cand
-	return cand
+	if !probe {
+		sc.triggers, sc.matches = triggers[:0], cand
+	}
+	return cand, false
+}
+
+func isHex(b byte) bool {
+	return '0' <= b && b <= '9' || 'a' <= b|0x20 && b|0x20 <= 'f'
 }

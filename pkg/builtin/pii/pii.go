@@ -15,6 +15,7 @@
 package pii
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,6 +27,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/jsonscan"
 	"github.com/mcp-extproc/mcp-extproc/pkg/builtin/plugin"
@@ -131,6 +133,9 @@ type Plugin struct {
 	walker   jsonscan.Walker
 	decs     jsonscan.Decoders
 	calls    sync.Pool // *call
+	// noPrefilter makes every call walk its payload (mayHold's tests
+	// compare the two).
+	noPrefilter bool
 }
 
 // New builds the filter from its config: block.
@@ -275,7 +280,7 @@ type call struct {
 // Invoke implements plugin.Plugin.
 func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.PluginResult, error) {
 	st, ok := stages[hook]
-	if !ok {
+	if !ok || !p.mayHold(payload) {
 		return nil, nil
 	}
 	c, _ := p.calls.Get().(*call)
@@ -311,6 +316,44 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 	}
 	return nil, nil
 }
+
+// mayHold reports whether the walk over payload could find PII or fail.
+// It is false only when the walk would visit every string in vain: up
+// to prefilterMaxBytes, no
+// escape (so every string appears verbatim in payload, between quotes,
+// which no pattern reads as part of a word or a number), no pattern that
+// the detector's pass over all of payload would run (a superset of each
+// string's pass; a custom pattern always runs), and
+// payload within the limits (no string over max_text_bytes, no nesting
+// or collection over the walker's bounds, counted generously). A clean
+// small call, most of them, then costs one pass over its bytes and no
+// decoder.
+//
+// Malformed JSON or a duplicate member name, which the walk would refuse,
+// are not looked for: the sidecar refuses both in what clients and
+// servers send, and again in what a plugin returns before it is
+// forwarded.
+func (p *Plugin) mayHold(payload []byte) bool {
+	switch {
+	case p.noPrefilter, len(payload) > prefilterMaxBytes, len(payload) > p.maxText, bytes.IndexByte(payload, '\\') >= 0,
+		bytes.Count(payload, openBrace)+bytes.Count(payload, openBracket) > p.walker.MaxDepth,
+		bytes.Count(payload, comma)+1 > p.walker.MaxItems:
+		return true
+	}
+	// The pass only reads, and keeps nothing: payload is looked at in
+	// place rather than copied.
+	return p.det.mayMatch(unsafe.String(unsafe.SliceData(payload), len(payload)), p.cl)
+}
+
+// prefilterMaxBytes bounds the payloads mayHold looks at. Its pass costs
+// about what the walk's own pass over the strings does (2 ns a byte); what
+// skipping saves is the decoder, about 300 ns, and what a payload that has
+// something to find loses is the pass up to its first candidate. Past a
+// few hundred bytes the loss can outweigh the saving (a 4 KB text whose
+// only PII is at its end: a third slower).
+const prefilterMaxBytes = 512
+
+var openBrace, openBracket, comma = []byte{'{'}, []byte{'['}, []byte{','}
 
 // rewrite is the walker's visitor: it counts the detections in s and
 // returns it masked.
