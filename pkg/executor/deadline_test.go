@@ -15,13 +15,14 @@ type ctxKey struct{}
 // Cause that agrees, and derived contexts cancelled with it.
 func TestClockDeadline(t *testing.T) {
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
+	clock := newMonoClock()
 
 	t.Run("unarmed until the deadline", func(t *testing.T) {
 		// A cancellable parent, whose own cause context.Cause would find.
 		p, cancel := context.WithCancel(parent)
 		defer cancel()
 		var c clockDeadline
-		c.init(p, 30*time.Millisecond)
+		c.init(p, 30*time.Millisecond, clock, clock.now())
 		defer c.stop()
 		if err := c.Err(); err != nil {
 			t.Fatalf("Err before the deadline: %v", err)
@@ -51,7 +52,7 @@ func TestClockDeadline(t *testing.T) {
 
 	t.Run("armed by a waiter", func(t *testing.T) {
 		var c clockDeadline
-		c.init(parent, 30*time.Millisecond)
+		c.init(parent, 30*time.Millisecond, clock, clock.now())
 		defer c.stop()
 		before := runtime.NumGoroutine()
 		child, cancel := context.WithCancel(&c)
@@ -75,7 +76,7 @@ func TestClockDeadline(t *testing.T) {
 	t.Run("parent cancelled", func(t *testing.T) {
 		p, cancel := context.WithCancel(parent)
 		var c clockDeadline
-		c.init(p, time.Hour)
+		c.init(p, time.Hour, clock, clock.now())
 		defer c.stop()
 		cancel()
 		if !errors.Is(c.Err(), context.Canceled) {
@@ -93,7 +94,7 @@ func TestClockDeadline(t *testing.T) {
 		defer cancel()
 		pd, _ := p.Deadline()
 		var c clockDeadline
-		c.init(p, time.Hour)
+		c.init(p, time.Hour, clock, clock.now())
 		defer c.stop()
 		if d, _ := c.Deadline(); !d.Equal(pd) {
 			t.Errorf("Deadline = %v, want the parent's %v", d, pd)
@@ -102,7 +103,7 @@ func TestClockDeadline(t *testing.T) {
 
 	t.Run("stop releases the timer", func(t *testing.T) {
 		var c clockDeadline
-		c.init(parent, time.Hour)
+		c.init(parent, time.Hour, clock, clock.now())
 		done := c.Done()
 		c.stop()
 		select {

@@ -185,6 +185,7 @@ type Executor struct {
 	pluginTimeout time.Duration
 	hookTimeout   time.Duration
 	nonBlocking   func(plugin string) LocalPlugin // from Plugins, if it is a NonBlocking
+	clock         monoClock                       // durations and hook deadlines
 
 	snap     atomic.Pointer[snapshot]
 	disabled atomic.Pointer[map[string]bool] // copy on write, under mu
@@ -211,6 +212,7 @@ func New(plugins Plugins, opts Options) *Executor {
 		log:           opts.Logger,
 		pluginTimeout: opts.Settings.Timeout(),
 		hookTimeout:   opts.HookTimeout,
+		clock:         newMonoClock(),
 		idle:          make(chan struct{}),
 	}
 	if e.hookTimeout <= 0 {
@@ -340,11 +342,12 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 		rc:     rc,
 		target: t,
 		users:  lazyUsers{user: rc.Global.User},
+		at:     e.clock.now(),
 		cur:    payload,
 		log:    runLog{log: &e.log, hook: hook, requestID: rc.Global.RequestID},
 	}
 	if hp.nonBlocking { // see Timeouts
-		r.deadline.init(ctx, e.hookTimeout)
+		r.deadline.init(ctx, e.hookTimeout, e.clock, r.at)
 		defer r.deadline.stop()
 		ctx = &r.deadline
 	} else {
@@ -427,18 +430,19 @@ type reply struct {
 	ctx    *cpex.PluginContext
 	err    *PluginError
 	dur    time.Duration
+	end    time.Duration // the executor clock's reading when it ended
 }
 
-// invoke calls one plugin under the per-plugin timeout. It touches no
-// per-request state, so it may run on any goroutine.
-func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext, secrets []string) reply {
-	start := time.Now()
+// invoke calls one plugin under the per-plugin timeout, from start, a
+// reading of the executor's clock. It touches no per-request state, so it
+// may run on any goroutine.
+func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, payload json.RawMessage, pctx *cpex.PluginContext, secrets []string, start time.Duration) reply {
 	if err := errAt(ctx, start); err != nil {
 		cause := err
 		if errors.Is(err, context.DeadlineExceeded) {
 			cause = fmt.Errorf("%w: %w", ErrHookDeadline, err)
 		}
-		return reply{err: &PluginError{Plugin: en.name, Hook: hook, Cause: cause, Timeout: errors.Is(err, context.DeadlineExceeded)}}
+		return reply{err: &PluginError{Plugin: en.name, Hook: hook, Cause: cause, Timeout: errors.Is(err, context.DeadlineExceeded)}, end: start}
 	}
 	cctx := ctx
 	var rep *cpex.InvokeHookReply
@@ -451,7 +455,8 @@ func (e *Executor) invoke(ctx context.Context, en *entry, hook cpex.HookType, pa
 		defer cancel()
 		rep, err = e.plugins.Invoke(cctx, en.name, hook, payload, pctx)
 	}
-	r := reply{dur: time.Since(start)}
+	end := e.clock.now()
+	r := reply{dur: end - start, end: end}
 	pe := replyError(rep, err, err != nil && e.opts.IsDown != nil && e.opts.IsDown(err))
 	if pe == nil {
 		r.result, r.ctx = rep.Result, rep.Context
