@@ -26,8 +26,6 @@ type Metrics struct {
 	bodies          oneLabel
 	bodyBytes       oneLabel
 	modeOverrides   oneLabel
-	invocations     *prometheus.CounterVec
-	invokeDuration  *prometheus.HistogramVec
 	rebuilds        *prometheus.CounterVec
 	retries         *prometheus.CounterVec
 	circuitOpen     *prometheus.GaugeVec
@@ -39,7 +37,7 @@ type Metrics struct {
 	sess            sessionMetrics     // sessions.go
 	attr            attributionMetrics // attribution.go
 	rules           ruleMetrics        // rules.go
-	inv             invokeSeries       // invoke.go
+	inv             *invokeCollector   // invoke.go
 }
 
 // New creates the collectors and registers them on reg.
@@ -57,13 +55,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Bytes of the bodies parsed, by direction."}, []string{"direction"}),
 		modeOverrides: newOneLabel(prometheus.CounterOpts{Namespace: namespace, Name: "mode_overrides_total",
 			Help: "Processing modes chosen by mode_override, by mode."}, []string{"mode"}),
-		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "plugin_invocations_total",
-			Help: "Plugin hook invocations, by plugin, hook and outcome (allow, modify, block, violation_not_enforced, stop, error, timeout, down, invalid, dropped, skipped)."},
-			[]string{"plugin", "hook", "outcome"}),
-		invokeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "plugin_invocation_duration_seconds",
-			Help:    "Latency of plugin hook invocations that reached the plugin.",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}},
-			[]string{"plugin", "hook"}),
+		inv: newInvokeCollector(),
 		rebuilds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "plugin_session_rebuilds_total",
 			Help: "MCP session rebuilds after a session loss, by plugin."}, []string{"plugin"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "plugin_retries_total",
@@ -82,7 +74,7 @@ func New(reg prometheus.Registerer) *Metrics {
 			Help: "Unix time the configuration in force was applied."}),
 	}
 	reg.MustRegister(m.streamsOpen, m.messages.vec, m.immediate.vec, m.bodies.vec, m.bodyBytes.vec, m.modeOverrides.vec,
-		m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks,
+		m.inv, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks,
 		m.pluginState, m.stateChanges, m.reloads, m.configTimestamp)
 	m.sess = newSessionMetrics(reg)
 	m.attr = newAttributionMetrics(reg)
@@ -115,7 +107,7 @@ func (m *Metrics) BodyInspected(direction string, bytes int) {
 // verdict's String. Invocations that never reached the plugin (down,
 // skipped, dropped) are counted but not timed.
 func (m *Metrics) OnInvoke(plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
-	m.inv.observe(m, plugin, hook, v, d)
+	m.inv.observe(plugin, hook, v, d)
 }
 
 // OnRebuild implements pluginclient.Observer.
@@ -156,13 +148,12 @@ func (m *Metrics) SetPluginState(plugin string, st reconnect.State) {
 
 // ForgetPlugin removes the series of a plugin that left the config.
 func (m *Metrics) ForgetPlugin(plugin string) {
-	m.inv.forget(plugin, func() {
-		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
-			m.invocations, m.invokeDuration, m.rebuilds, m.retries, m.circuitOpen, m.healthChecks, m.pluginState, m.stateChanges,
-		} {
-			v.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
-		}
-	})
+	m.inv.forget(plugin)
+	for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{
+		m.rebuilds, m.retries, m.circuitOpen, m.healthChecks, m.pluginState, m.stateChanges,
+	} {
+		v.DeletePartialMatch(prometheus.Labels{"plugin": plugin})
+	}
 	m.sess.forget(plugin)
 }
 
