@@ -35,7 +35,7 @@ FUZZ_TARGETS := ./pkg/mcpmsg:FuzzParse ./pkg/sse:FuzzDecode ./pkg/processor:Fuzz
 	./pkg/pluginclient/mcpconn:FuzzParseInvokeReply ./pkg/pluginclient/mcpconn:FuzzReadSSEAnswer ./pkg/executor:FuzzCheckPayload ./pkg/pluginserver:FuzzInvoke \
 	./pkg/attribution:FuzzOps ./pkg/attribution/redisstore:FuzzKeys ./pkg/mcpheaders:FuzzDecode ./pkg/mcpheaders:FuzzMirror \
 	./pkg/logsafe:FuzzWriter ./pkg/logsafe:FuzzCap ./pkg/cpexpb:FuzzJSON ./pkg/mcplist:FuzzFilter ./pkg/rules:FuzzCheck ./pkg/processor:FuzzCodec ./pkg/structwire:FuzzParse \
-	./pkg/builtin/jsonscan:FuzzRewrite ./pkg/builtin/pii:FuzzPrefilter ./pkg/mcpmsg:FuzzCanonicalID ./pkg/mcpmsg:FuzzScanValid ./pkg/toolpin:FuzzFingerprint ./pkg/audit:FuzzOCSF
+	./pkg/builtin/jsonscan:FuzzRewrite ./pkg/builtin/pii:FuzzPrefilter ./pkg/builtin/secrets:FuzzGates ./pkg/mcpmsg:FuzzCanonicalID ./pkg/mcpmsg:FuzzScanValid ./pkg/toolpin:FuzzFingerprint ./pkg/audit:FuzzOCSF
 
 # The plugin server on the official MCP TypeScript SDK that the tests run
 # next to the Go ones (npm, pinned by its lockfile). Without node, its

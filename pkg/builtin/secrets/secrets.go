@@ -59,30 +59,38 @@ type detector struct {
 	on      bool // default
 	re      *regexp.Regexp
 	capture bool
-	// gate reports whether s can hold a match at all.
-	gate func(s string) bool
+	// gate says which strings can hold a match at all.
+	gate gate
 }
 
-func literal(subs ...string) func(string) bool {
-	return func(s string) bool {
-		for _, sub := range subs {
-			if strings.Contains(s, sub) {
-				return true
-			}
-		}
-		return false
-	}
+// gate is what a match needs in its text: one of the literal markers
+// (lits as they are, folds ignoring case, given in lower case), or a run
+// of at least run bytes of the alphabet in.
+type gate struct {
+	lits, folds []string
+	run         int
+	in          func(byte) bool
 }
 
-func foldLiteral(subs ...string) func(string) bool {
-	return func(s string) bool {
-		for _, sub := range subs {
-			if containsFold(s, sub) {
-				return true
-			}
+func literal(subs ...string) gate     { return gate{lits: subs} }
+func foldLiteral(subs ...string) gate { return gate{folds: subs} }
+func runOf(n int, in func(byte) bool) gate {
+	return gate{run: n, in: in}
+}
+
+// open reports whether s can hold a match.
+func (g *gate) open(s string) bool {
+	for _, sub := range g.lits {
+		if strings.Contains(s, sub) {
+			return true
 		}
-		return false
 	}
+	for _, sub := range g.folds {
+		if containsFold(s, sub) {
+			return true
+		}
+	}
+	return g.run > 0 && hasRun(s, g.run, g.in)
 }
 
 // containsFold reports whether s holds the lower-case ASCII sub, ignoring
@@ -98,22 +106,77 @@ func containsFold(s, sub string) bool {
 	return false
 }
 
-// runOf returns a gate true when s has a run of at least n bytes of the
-// alphabet in.
-func runOf(n int, in func(byte) bool) func(string) bool {
-	return func(s string) bool {
-		run := 0
-		for i := 0; i < len(s); i++ {
-			if in(s[i]) {
-				if run++; run >= n {
-					return true
-				}
-			} else {
-				run = 0
+// hasRun reports whether s has a run of at least n bytes of the alphabet
+// in.
+func hasRun(s string, n int, in func(byte) bool) bool {
+	run := 0
+	for i := 0; i < len(s); i++ {
+		if in(s[i]) {
+			if run++; run >= n {
+				return true
+			}
+		} else {
+			run = 0
+		}
+	}
+	return false
+}
+
+// gates is the gates of all the enabled detectors as one: whether any
+// detector can match in a text, in one pass over it for the markers
+// however many there are (a substring search per marker cost more than
+// the plugin's other work on a small payload).
+type gates struct {
+	first   [256]bool     // a marker starts with the byte
+	byFirst [256][]marker // the markers by their first byte (both cases when folded)
+	runs    []gate        // the detectors gated by a run
+}
+
+type marker struct {
+	text string
+	fold bool
+}
+
+func newGates(dets []detector) *gates {
+	gs := &gates{}
+	for _, d := range dets {
+		for _, l := range d.gate.lits {
+			gs.byFirst[l[0]] = append(gs.byFirst[l[0]], marker{text: l})
+		}
+		for _, f := range d.gate.folds {
+			gs.byFirst[f[0]] = append(gs.byFirst[f[0]], marker{text: f, fold: true})
+			if up := f[0] - 'a' + 'A'; 'A' <= up && up <= 'Z' {
+				gs.byFirst[up] = append(gs.byFirst[up], marker{text: f, fold: true})
 			}
 		}
-		return false
+		if d.gate.run > 0 {
+			gs.runs = append(gs.runs, d.gate)
+		}
 	}
+	for b, ms := range gs.byFirst {
+		gs.first[b] = len(ms) > 0
+	}
+	return gs
+}
+
+// open reports whether any detector can match in s.
+func (gs *gates) open(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !gs.first[s[i]] {
+			continue
+		}
+		for _, m := range gs.byFirst[s[i]] {
+			if n := len(m.text); i+n <= len(s) && (s[i:i+n] == m.text || m.fold && strings.EqualFold(s[i:i+n], m.text)) {
+				return true
+			}
+		}
+	}
+	for i := range gs.runs {
+		if gs.runs[i].open(s) {
+			return true
+		}
+	}
+	return false
 }
 
 func isHex(c byte) bool {
@@ -163,6 +226,7 @@ type Plugin struct {
 	allow     [][]string
 	deny      [][]string
 	hasFields bool
+	gates     *gates // of dets
 	decs      jsonscan.Decoders
 }
 
@@ -209,6 +273,7 @@ func New(cfg map[string]any) (plugin.Plugin, []plugin.Issue, error) {
 	p.allow = paths("field_allowlist", c.FieldAllowlist, &issues)
 	p.deny = paths("field_denylist", c.FieldDenylist, &issues)
 	p.hasFields = len(p.allow) > 0 || len(p.deny) > 0
+	p.gates = newGates(p.dets)
 	if err := plugin.Err(issues); err != nil {
 		return nil, issues, err
 	}
@@ -321,13 +386,7 @@ func (p *Plugin) mayHold(payload []byte) bool {
 	}
 	// The gates only read, and keep nothing: the payload is looked at in
 	// place rather than copied (a copy of every payload, per call).
-	s := unsafe.String(unsafe.SliceData(payload), len(payload))
-	for i := range p.dets {
-		if p.dets[i].gate(s) {
-			return true
-		}
-	}
-	return false
+	return p.gates.open(unsafe.String(unsafe.SliceData(payload), len(payload)))
 }
 
 // scan records the findings in s and returns it redacted when redact is
@@ -337,7 +396,7 @@ func (p *Plugin) scan(s string, found *[]string) (string, bool) {
 	var spans []span
 	for i := range p.dets {
 		d := &p.dets[i]
-		if !d.gate(s) {
+		if !d.gate.open(s) {
 			continue
 		}
 		for _, m := range d.re.FindAllStringSubmatchIndex(s, -1) {
