@@ -81,7 +81,7 @@ func (r *run) eligible(en *entry) bool {
 	}
 	if !matches(en.conditions, &r.rc.Global, r.target, r.users.get) {
 		r.log.Debug().Str("plugin", en.name).Stringer("outcome", Skipped).Msg("plugin conditions do not match")
-		r.observe(en.name, Skipped, 0)
+		r.observe(en, Skipped, 0)
 		return false
 	}
 	return true
@@ -89,10 +89,10 @@ func (r *run) eligible(en *entry) bool {
 
 // observe tells the executor's Observer, and the request's OnInvoke, of
 // one invocation's verdict.
-func (r *run) observe(plugin string, v Verdict, d time.Duration) {
-	r.e.observe(plugin, r.hook, v, d)
+func (r *run) observe(en *entry, v Verdict, d time.Duration) {
+	r.e.observe(en, r.hook, v, d)
 	if f := r.rc.OnInvoke; f != nil && v != Skipped {
-		f(plugin, r.hook, v, d)
+		f(en.name, r.hook, v, d)
 	}
 }
 
@@ -180,13 +180,13 @@ func (r *run) handle(en *entry, rep reply) {
 			v := *res.Violation
 			v.PluginName = en.name
 			r.violation, r.retryDelay = &v, res.RetryDelay()
-			r.observe(en.name, Blocked, rep.dur)
+			r.observe(en, Blocked, rep.dur)
 			r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Str("reason", v.Reason).
 				Dur("duration", rep.dur).Msg("plugin blocked the message")
 			return
 		}
 		r.stoppedBy = en.name
-		r.observe(en.name, Stopped, rep.dur)
+		r.observe(en, Stopped, rep.dur)
 		r.log.Info().Str("plugin", en.name).Str("mode", string(en.mode)).Dur("duration", rep.dur).
 			Msg("plugin stopped the chain without a violation; the message goes on")
 		return
@@ -222,14 +222,14 @@ func (r *run) handle(en *entry, rep reply) {
 			}
 		}
 	}
-	r.observe(en.name, outcome, rep.dur)
+	r.observe(en, outcome, rep.dur)
 	logd(outcome, "plugin decision")
 }
 
 // failed applies the plugin's on_error to a failure.
 func (r *run) failed(en *entry, pe *PluginError, d time.Duration) {
 	outcome := pe.verdict()
-	r.observe(en.name, outcome, d)
+	r.observe(en, outcome, d)
 	ev := r.log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
 		Str("on_error", string(en.onError)).Dur("duration", d).Err(pe.Cause)
 	switch en.onError {
@@ -260,7 +260,7 @@ func (r *run) fireAndForget(entries []*entry) {
 			rep := e.invoke(ctx, en, hook, payload, pctx, secrets, e.clock.now())
 			if pe := rep.err; pe != nil {
 				outcome := pe.verdict()
-				e.observe(en.name, hook, outcome, rep.dur)
+				e.observe(en, hook, outcome, rep.dur)
 				ev := log.Warn().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).Err(pe.Cause)
 				if en.onError == config.OnErrorDisable && pe.own && e.disable(en.key) {
 					ev.Msg("fire_and_forget plugin failed: disabled")
@@ -275,12 +275,12 @@ func (r *run) fireAndForget(entries []*entry) {
 				log.Info().Str("plugin", en.name).Str("code", v.Code).Str("reason", v.Reason).
 					Msg("fire_and_forget plugin reported a violation (not enforced)")
 			}
-			e.observe(en.name, hook, outcome, rep.dur)
+			e.observe(en, hook, outcome, rep.dur)
 			log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", outcome).
 				Dur("duration", rep.dur).Msg("plugin decision")
 		})
 		if !started {
-			e.observe(en.name, hook, Dropped, 0)
+			e.observe(en, hook, Dropped, 0)
 			log.Warn().Str("plugin", en.name).Msg("fire_and_forget plugin not started: executor closing or too much in flight")
 		}
 	}

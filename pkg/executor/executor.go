@@ -132,6 +132,21 @@ type Observer interface {
 	OnInvoke(plugin string, hook cpex.HookType, v Verdict, d time.Duration)
 }
 
+// SeriesObserver is an Observer that resolves, once per plugin and hook,
+// where their invocations go: the executor resolves them when it plans
+// the hooks and tells each invocation to its HookObserver, sparing the
+// Observer a lookup by plugin and hook on the path of every call.
+type SeriesObserver interface {
+	Observer
+	Series(plugin string, hook cpex.HookType) HookObserver
+}
+
+// HookObserver receives the invocations of one plugin on one hook, as
+// Observer.OnInvoke would, with the same rules.
+type HookObserver interface {
+	Observe(v Verdict, d time.Duration)
+}
+
 // DefaultMaxBackground bounds the fire_and_forget invocations in flight.
 const DefaultMaxBackground = 256
 
@@ -241,7 +256,11 @@ func (e *Executor) snapshot() *snapshot {
 	if s := e.snap.Load(); s != nil && s.gen == gen {
 		return s
 	}
-	s := buildSnapshot(gen, plugins, e.opts.Settings, e.nonBlocking)
+	var series func(string, cpex.HookType) HookObserver
+	if so, ok := e.opts.Observer.(SeriesObserver); ok {
+		series = so.Series
+	}
+	s := buildSnapshot(gen, plugins, e.opts.Settings, e.nonBlocking, series)
 	e.snap.Store(s)
 	return s
 }
@@ -270,7 +289,7 @@ func (e *Executor) AppliesTo(hook cpex.HookType, g *cpex.GlobalContext, t Target
 	// No plugin runs: each one that has the hook was skipped by its
 	// conditions (or is disabled).
 	for en := range e.enabled(hook) {
-		e.observe(en.name, hook, Skipped, 0)
+		e.observe(en, hook, Skipped, 0)
 	}
 	return false
 }
@@ -418,9 +437,13 @@ func (e *Executor) spawn(f func(ctx context.Context)) bool {
 	return true
 }
 
-func (e *Executor) observe(plugin string, hook cpex.HookType, v Verdict, d time.Duration) {
-	if e.opts.Observer != nil {
-		e.opts.Observer.OnInvoke(plugin, hook, v, d)
+// observe tells the Observer of one invocation of en on hook.
+func (e *Executor) observe(en *entry, hook cpex.HookType, v Verdict, d time.Duration) {
+	switch {
+	case en.series != nil:
+		en.series.Observe(v, d)
+	case e.opts.Observer != nil:
+		e.opts.Observer.OnInvoke(en.name, hook, v, d)
 	}
 }
 

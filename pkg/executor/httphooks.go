@@ -136,7 +136,7 @@ func (r *run) deny(en *entry, res *cpex.PluginResult, d time.Duration, mayBlock 
 	}
 	v.PluginName = en.name
 	r.violation = v
-	r.observe(en.name, Blocked, d)
+	r.observe(en, Blocked, d)
 	r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Str("code", v.Code).Dur("duration", d).Msg("plugin denied the request")
 	return true
 }

@@ -36,6 +36,9 @@ type entry struct {
 	// cannot block ([NonBlocking]). It is called directly, gets no timer
 	// of its own and a view of the request context instead of a copy.
 	local LocalPlugin
+	// series, when set, is where the Observer counts this plugin's
+	// invocations of this hook ([SeriesObserver]).
+	series HookObserver
 }
 
 // hookPlan is the plugins of one hook, by phase, each phase in ascending
@@ -54,8 +57,10 @@ type snapshot struct {
 }
 
 // buildSnapshot plans every hook for a generation of the merged configs.
-// nonBlocking, if not nil, hands over the plugins that cannot block.
-func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings, nonBlocking func(string) LocalPlugin) *snapshot {
+// nonBlocking, if not nil, hands over the plugins that cannot block;
+// series, if not nil, where each plugin's invocations of a hook go.
+func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSettings, nonBlocking func(string) LocalPlugin,
+	series func(string, cpex.HookType) HookObserver) *snapshot {
 	s := &snapshot{gen: gen, hooks: map[cpex.HookType]*hookPlan{}}
 	for i := range plugins {
 		p := &plugins[i]
@@ -84,7 +89,12 @@ func buildSnapshot(gen uint64, plugins []config.Plugin, settings config.PluginSe
 				hp = &hookPlan{}
 				s.hooks[h] = hp
 			}
-			hp.phases[phase] = append(hp.phases[phase], e)
+			he := e
+			if series != nil {
+				he = new(*e)
+				he.series = series(p.Name, h)
+			}
+			hp.phases[phase] = append(hp.phases[phase], he)
 		}
 	}
 	for _, hp := range s.hooks {

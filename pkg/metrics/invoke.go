@@ -58,8 +58,10 @@ type otherKey struct {
 }
 
 // hookSeries is the series of one plugin on one hook: one invokeShard
-// per shard.
+// per shard. It is the executor's HookObserver for that pair.
 type hookSeries struct {
+	c      *invokeCollector
+	key    hookKey
 	shards []invokeShard
 }
 
@@ -106,16 +108,25 @@ func (c *invokeCollector) shardOf() uint8 {
 
 // observe counts one invocation.
 func (c *invokeCollector) observe(plugin string, hook cpex.HookType, v executor.Verdict, d time.Duration) {
-	if v < 0 || v >= executor.NumVerdicts {
-		c.observeOther(plugin, hook, v)
-		return
-	}
-	var hs *hookSeries
+	c.series(plugin, hook).Observe(v, d)
+}
+
+// series returns the series of plugin on hook, adding it if it is new.
+func (c *invokeCollector) series(plugin string, hook cpex.HookType) *hookSeries {
 	if cur := c.byHook.Load(); cur != nil {
-		hs = (*cur)[hookKey{plugin, hook}]
+		if hs := (*cur)[hookKey{plugin, hook}]; hs != nil {
+			return hs
+		}
 	}
-	if hs == nil {
-		hs = c.add(hookKey{plugin, hook})
+	return c.add(hookKey{plugin, hook})
+}
+
+// Observe implements executor.HookObserver: it counts one invocation.
+func (hs *hookSeries) Observe(v executor.Verdict, d time.Duration) {
+	c := hs.c
+	if v < 0 || v >= executor.NumVerdicts {
+		c.observeOther(hs.key.plugin, hs.key.hook, v)
+		return
 	}
 	i := c.shardOf()
 	s := &hs.shards[i]
@@ -141,7 +152,7 @@ func (c *invokeCollector) add(k hookKey) *hookSeries {
 			return hs
 		}
 	}
-	hs := &hookSeries{shards: make([]invokeShard, c.shards)}
+	hs := &hookSeries{c: c, key: k, shards: make([]invokeShard, c.shards)}
 	next := make(map[hookKey]*hookSeries, 1)
 	if cur != nil {
 		next = maps.Clone(*cur)
@@ -158,7 +169,9 @@ func (c *invokeCollector) observeOther(plugin string, hook cpex.HookType, v exec
 }
 
 // forget drops plugin's series: an invocation that found them before
-// counts into the dropped ones, as it would have counted just before.
+// counts into the dropped ones, as it would have counted just before. (The
+// executor resolves a plugin's series when it plans the hooks; a plugin is
+// forgotten when it left the config, so the next plan has none of its.)
 func (c *invokeCollector) forget(plugin string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

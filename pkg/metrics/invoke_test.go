@@ -195,3 +195,24 @@ func TestOtherOutcomeCounted(t *testing.T) {
 		t.Errorf("outcome %q = %v after ForgetPlugin", executor.Verdict(99).String(), got)
 	}
 }
+
+// A series handed to the executor counts as OnInvoke does, into the same
+// series.
+func TestSeriesCountsAsOnInvoke(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := metrics.New(reg)
+	s := m.Series("P", cpex.ToolPreInvoke)
+	s.Observe(executor.Allowed, time.Millisecond)
+	s.Observe(executor.Allowed, time.Millisecond)
+	m.OnInvoke("P", cpex.ToolPreInvoke, executor.Allowed, time.Millisecond)
+	s.Observe(executor.Skipped, 0)
+	if got := invocations(t, reg, "allow"); got != 3 {
+		t.Errorf("allow = %v, want 3", got)
+	}
+	if got := invocations(t, reg, "skipped"); got != 1 {
+		t.Errorf("skipped = %v, want 1", got)
+	}
+	if n, _ := durations(t, reg); n != 3 {
+		t.Errorf("durations observed %d, want 3", n)
+	}
+}

@@ -110,6 +110,12 @@ func (m *Metrics) OnInvoke(plugin string, hook cpex.HookType, v executor.Verdict
 	m.inv.observe(plugin, hook, v, d)
 }
 
+// Series implements executor.SeriesObserver: the series of plugin on
+// hook, counted as OnInvoke counts.
+func (m *Metrics) Series(plugin string, hook cpex.HookType) executor.HookObserver {
+	return m.inv.series(plugin, hook)
+}
+
 // OnRebuild implements pluginclient.Observer.
 func (m *Metrics) OnRebuild(plugin string) { m.rebuilds.WithLabelValues(plugin).Inc() }
 
