@@ -1,6 +1,7 @@
 package processor
 
 import (
+	"context"
 	"testing"
 
 	"github.com/mcp-extproc/mcp-extproc/pkg/cpex"
@@ -39,7 +40,7 @@ func TestRetryDelayRefusal(t *testing.T) {
 				Violation:  &cpex.PluginViolation{Reason: "Rate limit exceeded", Code: "RATE_LIMIT", PluginName: "rl", HTTPHeaders: tt.headers},
 				RetryDelay: res.RetryDelay(),
 			}
-			r, ok := (&exchange{snap: &Snapshot{}}).refusalOf(out, 0, []byte("1"), cpex.ToolPreInvoke)
+			r, ok := (&exchange{ctx: context.Background(), snap: &Snapshot{}}).refusalOf(out, 0, []byte("1"), cpex.ToolPreInvoke)
 			if !ok {
 				t.Fatal("no refusal")
 			}
