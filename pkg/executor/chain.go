@@ -48,13 +48,28 @@ type runLog struct {
 	log       *zerolog.Logger
 	hook      cpex.HookType
 	requestID string
+	// debug: debug lines may be written. Off, a run asks nothing of the
+	// logger for the debug line of each plugin.
+	debug bool
+}
+
+func newRunLog(log *zerolog.Logger, hook cpex.HookType, requestID string) runLog {
+	lvl := max(log.GetLevel(), zerolog.GlobalLevel())
+	return runLog{log: log, hook: hook, requestID: requestID, debug: lvl <= zerolog.DebugLevel}
 }
 
 func (l runLog) event(level zerolog.Level) *zerolog.Event {
 	return l.log.WithLevel(level).Str("hook", string(l.hook)).Str("request_id", l.requestID)
 }
 
-func (l runLog) Debug() *zerolog.Event { return l.event(zerolog.DebugLevel) }
+// Debug starts a debug line: nil (which writes nothing) when debug lines
+// are off.
+func (l runLog) Debug() *zerolog.Event {
+	if !l.debug {
+		return nil
+	}
+	return l.event(zerolog.DebugLevel)
+}
 func (l runLog) Info() *zerolog.Event  { return l.event(zerolog.InfoLevel) }
 func (l runLog) Warn() *zerolog.Event  { return l.event(zerolog.WarnLevel) }
 
@@ -172,6 +187,9 @@ func (r *run) handle(en *entry, rep reply) {
 	res := rep.result
 	mayBlock, mayModify := canBlock(en.mode), canModify(en.mode)
 	logd := func(v Verdict, msg string) {
+		if !r.log.debug {
+			return
+		}
 		r.log.Debug().Str("plugin", en.name).Str("mode", string(en.mode)).Stringer("outcome", v).Dur("duration", rep.dur).Msg(msg)
 	}
 

@@ -363,7 +363,7 @@ func (e *Executor) Run(ctx context.Context, hook cpex.HookType, payload json.Raw
 		users:  lazyUsers{user: rc.Global.User},
 		at:     e.clock.now(),
 		cur:    payload,
-		log:    runLog{log: &e.log, hook: hook, requestID: rc.Global.RequestID},
+		log:    newRunLog(&e.log, hook, rc.Global.RequestID),
 	}
 	if hp.nonBlocking { // see Timeouts
 		r.deadline.init(ctx, e.hookTimeout, e.clock, r.at)

@@ -279,8 +279,11 @@ type call struct {
 
 // Invoke implements plugin.Plugin.
 func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.PluginResult, error) {
+	if !p.mayHold(payload) { // most calls: first, before even the stage's lookup
+		return nil, nil
+	}
 	st, ok := stages[hook]
-	if !ok || !p.mayHold(payload) {
+	if !ok {
 		return nil, nil
 	}
 	c, _ := p.calls.Get().(*call)

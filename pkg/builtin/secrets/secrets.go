@@ -339,8 +339,11 @@ var stages = map[cpex.HookType]stage{
 
 // Invoke implements plugin.Plugin.
 func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawMessage, _ *cpex.PluginContext) (*cpex.PluginResult, error) {
+	if len(p.dets) == 0 || !p.mayHold(payload) { // most calls: first, before even the stage's lookup
+		return nil, nil
+	}
 	st, ok := stages[hook]
-	if !ok || len(p.dets) == 0 || !p.mayHold(payload) {
+	if !ok {
 		return nil, nil
 	}
 	var found []string // detector names, one per finding
