@@ -70,8 +70,8 @@ func (l runLog) Debug() *zerolog.Event {
 	}
 	return l.event(zerolog.DebugLevel)
 }
-func (l runLog) Info() *zerolog.Event  { return l.event(zerolog.InfoLevel) }
-func (l runLog) Warn() *zerolog.Event  { return l.event(zerolog.WarnLevel) }
+func (l runLog) Info() *zerolog.Event { return l.event(zerolog.InfoLevel) }
+func (l runLog) Warn() *zerolog.Event { return l.event(zerolog.WarnLevel) }
 
 // lazyUsers computes the user strings conditions match against once, and
 // only when a condition needs them.
