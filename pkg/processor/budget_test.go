@@ -115,11 +115,11 @@ func budgetShapes(t testing.TB) []budgetShape {
 		{name: "passthrough tools/list, MCP-filter metadata", config: pluginConfig(pre, ""), x: listMCPFilter,
 			messages: 2, allocs: 63, check: untouchedAnswer},
 		{name: "one plugin tools/call, no MCP-filter metadata", config: pluginConfig(pre, ""), x: call,
-			messages: 2, allocs: 91, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 92, calls: 1, check: untouchedAnswer},
 		{name: "one plugin tools/call, MCP-filter metadata", config: pluginConfig(pre, ""), x: callMCPFilter,
-			messages: 2, allocs: 94, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 95, calls: 1, check: untouchedAnswer},
 		{name: "one in-process plugin tools/call, no MCP-filter metadata", config: pluginConfig(pre, ""), x: call,
-			messages: 2, allocs: 81, calls: 1, check: untouchedAnswer, inProcess: true},
+			messages: 2, allocs: 82, calls: 1, check: untouchedAnswer, inProcess: true},
 		// The same answer every time, as a server lists the same tools
 		// to every client: after the first exchange the Server's memo of
 		// list answers serves its parse (listmemo.go).
@@ -131,9 +131,9 @@ func budgetShapes(t testing.TB) []budgetShape {
 		{name: "tools/list of 200 tools filtered by 20 rules, new bytes each time", config: "plugins: []\nextproc:\n  mcp_paths: [/mcp]\n" + ruleset.Twenty(), x: bigCold,
 			messages: 4, allocs: 151, check: listed(budgetListTools - budgetHiddenTools)},
 		{name: "identity from JWT metadata, one plugin", config: pluginConfig(pre+"\n    conditions: [{tenant_ids: [acme]}]", budgetIdentity), x: callJWT,
-			messages: 2, allocs: 107, calls: 1, check: untouchedAnswer},
+			messages: 2, allocs: 108, calls: 1, check: untouchedAnswer},
 		{name: "SSE answer, post hook", config: pluginConfig("hooks: [tool_pre_invoke, tool_post_invoke]", ""), x: sse,
-			messages: 6, allocs: 164, calls: 2, check: untouchedAnswer},
+			messages: 6, allocs: 165, calls: 2, check: untouchedAnswer},
 		// Rules read every body and record its ids for replays; Envoy's
 		// MCP filter says a tools/call has no list to filter, so its
 		// answer is not read, once a server accepted the session.

@@ -209,10 +209,6 @@ type hookContext struct {
 	withHeaders func(context.Context, http.Header) context.Context
 	ready       bool // ensureContext ran
 	logged      bool // the exchange's logger carries the request's fields
-	// first is the first message's plugin context, kept here rather
-	// than allocated (requestContext); firstUsed once it is handed out.
-	first     executor.RequestContext
-	firstUsed bool
 	// bound is the context the hooks run under, once ensureContext ran.
 	bound boundContext
 }
@@ -316,15 +312,9 @@ func (x *exchange) logger() *zerolog.Logger {
 // its pre hook, token_delegate and its post hook.
 func (x *exchange) requestContext() *executor.RequestContext {
 	if x.hookCtx.msg == nil {
-		switch {
-		case x.http.context != nil:
+		if x.http.context != nil {
 			x.hookCtx.msg = x.http.context.Clone()
-		case !x.hookCtx.firstUsed:
-			// The same as executor.NewRequestContext, not allocated:
-			// most bodies hold one message.
-			x.hookCtx.first, x.hookCtx.firstUsed = executor.RequestContext{Global: x.req.global}, true
-			x.hookCtx.msg = &x.hookCtx.first
-		default:
+		} else {
 			x.hookCtx.msg = executor.NewRequestContext(x.req.global)
 		}
 	}
