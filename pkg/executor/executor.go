@@ -199,8 +199,9 @@ type Executor struct {
 	log           zerolog.Logger
 	pluginTimeout time.Duration
 	hookTimeout   time.Duration
-	nonBlocking   func(plugin string) LocalPlugin // from Plugins, if it is a NonBlocking
-	clock         monoClock                       // durations and hook deadlines
+	nonBlocking   func(plugin string) LocalPlugin                      // from Plugins, if it is a NonBlocking
+	series        func(plugin string, hook cpex.HookType) HookObserver // from the Observer, if it is a SeriesObserver
+	clock         monoClock                                            // durations and hook deadlines
 
 	snap     atomic.Pointer[snapshot]
 	disabled atomic.Pointer[map[string]bool] // copy on write, under mu
@@ -236,6 +237,9 @@ func New(plugins Plugins, opts Options) *Executor {
 	if nb, ok := plugins.(NonBlocking); ok {
 		e.nonBlocking = nb.NonBlocking
 	}
+	if so, ok := opts.Observer.(SeriesObserver); ok {
+		e.series = so.Series
+	}
 	e.bgCtx, e.bgCancel = context.WithCancel(context.Background())
 	return e
 }
@@ -256,11 +260,7 @@ func (e *Executor) snapshot() *snapshot {
 	if s := e.snap.Load(); s != nil && s.gen == gen {
 		return s
 	}
-	var series func(string, cpex.HookType) HookObserver
-	if so, ok := e.opts.Observer.(SeriesObserver); ok {
-		series = so.Series
-	}
-	s := buildSnapshot(gen, plugins, e.opts.Settings, e.nonBlocking, series)
+	s := buildSnapshot(gen, plugins, e.opts.Settings, e.nonBlocking, e.series)
 	e.snap.Store(s)
 	return s
 }

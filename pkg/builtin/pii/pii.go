@@ -339,8 +339,8 @@ func (p *Plugin) Invoke(_ context.Context, hook cpex.HookType, payload json.RawM
 func (p *Plugin) mayHold(payload []byte) bool {
 	switch {
 	case p.noPrefilter, len(payload) > prefilterMaxBytes, len(payload) > p.maxText, bytes.IndexByte(payload, '\\') >= 0,
-		bytes.Count(payload, openBrace)+bytes.Count(payload, openBracket) > p.walker.MaxDepth,
-		bytes.Count(payload, comma)+1 > p.walker.MaxItems:
+		bytes.Count(payload, []byte("{"))+bytes.Count(payload, []byte("[")) > p.walker.MaxDepth,
+		bytes.Count(payload, []byte(","))+1 > p.walker.MaxItems:
 		return true
 	}
 	// The pass only reads, and keeps nothing: payload is looked at in
@@ -355,8 +355,6 @@ func (p *Plugin) mayHold(payload []byte) bool {
 // few hundred bytes the loss can outweigh the saving (a 4 KB text whose
 // only PII is at its end: a third slower).
 const prefilterMaxBytes = 512
-
-var openBrace, openBracket, comma = []byte{'{'}, []byte{'['}, []byte{','}
 
 // rewrite is the walker's visitor: it counts the detections in s and
 // returns it masked.
